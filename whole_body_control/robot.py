@@ -1,0 +1,325 @@
+"""Robot models: a URDF loaded into Pinocchio with a free-flyer root, plus the
+per-robot facts the controller needs (feet, soles, friction, reference posture,
+torque limits, safe-mode damping) read from ``config/robots/<name>.yaml``.
+
+Conventions (converted nowhere else):
+    Pinocchio free-flyer ``q = [x y z qx qy qz qw, joints]`` and
+    ``v = [v_lin, w_ang (local frame), joint velocities]``.
+    ``joint_names`` lists the actuated joints in Pinocchio order; other
+    programs map to it by name (:meth:`RobotModel.joint_index`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import site
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from whole_body_control import yaml_config
+from whole_body_control.errors import ConfigError, ModelError
+
+ERD_PREFIX = "example-robot-data:"
+
+
+def share_dir() -> Path:
+    """The package share: the source checkout, or ``<prefix>/share/whole_body_control``."""
+    here = Path(__file__).resolve().parent.parent
+    if (here / "config" / "robots").is_dir():
+        return here
+    for prefix in (sys.prefix, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)[0]):
+        candidate = Path(prefix) / "share" / "whole_body_control"
+        if (candidate / "config").is_dir():
+            return candidate
+    raise ModelError("cannot find the whole_body_control share directory (config/, urdf/)")
+
+
+@functools.cache
+def example_robot_data_dir() -> Path:
+    """``.../share/example-robot-data`` from the ``example-robot-data`` pip package
+    (cmeel prefix), ``$EXAMPLE_ROBOT_DATA_DIR`` or a ROS install."""
+    candidates = []
+    if os.environ.get("EXAMPLE_ROBOT_DATA_DIR"):
+        candidates.append(Path(os.environ["EXAMPLE_ROBOT_DATA_DIR"]))
+    for sp in [*site.getsitepackages(), site.getusersitepackages(), *sys.path]:
+        candidates.append(Path(sp) / "cmeel.prefix" / "share" / "example-robot-data")
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) + ["/opt/openrobots"]:
+        if prefix:
+            candidates.append(Path(prefix) / "share" / "example-robot-data")
+    for c in candidates:
+        if (c / "robots").is_dir():
+            return c
+    raise ModelError(
+        "example-robot-data not found: install it with 'pip install example-robot-data' "
+        "or set EXAMPLE_ROBOT_DATA_DIR to its share/example-robot-data directory"
+    )
+
+
+@dataclass(frozen=True)
+class Sole:
+    """Sole rectangle in the foot (sole) frame [m]; the sole frame's z is the ground normal."""
+
+    x_min: float
+    x_max: float
+    y_min: float
+    y_max: float
+
+    def validate(self) -> None:
+        if not (self.x_min < self.x_max and self.y_min < self.y_max):
+            raise ConfigError(f"sole rectangle is empty: {self}")
+
+    def corners(self) -> np.ndarray:
+        """4x3 corners in the sole frame, counter-clockwise."""
+        return np.array(
+            [
+                [self.x_max, self.y_max, 0.0],
+                [self.x_min, self.y_max, 0.0],
+                [self.x_min, self.y_min, 0.0],
+                [self.x_max, self.y_min, 0.0],
+            ]
+        )
+
+
+@dataclass(frozen=True)
+class Foot:
+    """A foot. ``frame`` is the sole frame; when ``parent`` is given the frame is
+    created on that URDF link at ``offset`` [m] (same orientation as the link)."""
+
+    frame: str
+    sole: Sole
+    parent: str | None = None
+    offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Damping:
+    """Safe-mode joint damping ``tau = -kd * v`` [N m s / rad]."""
+
+    default: float = field(default=5.0, metadata={"ge": 0.0})
+    joints: dict[str, float] = field(default_factory=dict, metadata={"ge": 0.0})
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """Contents of ``config/robots/<name>.yaml``."""
+
+    name: str
+    description: str
+    urdf: str  # path relative to the package share, absolute, or "example-robot-data:<path>"
+    base_frame: str  # the floating-base link (pelvis)
+    torso_frame: str  # link used for torso orientation tasks and pushes
+    left_foot: Foot
+    right_foot: Foot
+    friction: float = field(default=0.7, metadata={"gt": 0.0})  # mu the controller assumes
+    reference_posture: dict[str, float] = field(default_factory=dict)  # [rad]; others 0
+    torque_limits: dict[str, float] = field(default_factory=dict, metadata={"gt": 0.0})  # [N m] overrides
+    default_torque_limit: float = field(default=100.0, metadata={"gt": 0.0})  # where the URDF has none
+    damping: Damping = field(default_factory=Damping)
+    fall_height: float = field(default=0.4, metadata={"gt": 0.0})  # base below this [m] is a fall
+    locked_joints: tuple[str, ...] = ()  # joints removed from the model (grippers)
+
+
+class RobotModel:
+    """A humanoid: Pinocchio model with free-flyer, feet and limits.
+
+    Attributes:
+        config: the :class:`RobotConfig`.
+        urdf_path: resolved URDF file.
+        model: ``pin.Model`` with a free-flyer root and the sole frames.
+        joint_names: actuated joints in Pinocchio order (``nv - 6`` of them).
+        feet: ``{"left": Foot, "right": Foot}``.
+        foot_frame_ids: ``{"left": id, "right": id}`` Pinocchio frame ids.
+        tau_max: torque limits [N m] per actuated joint.
+        kd_safe: safe-mode damping [N m s / rad] per actuated joint.
+        q_ref: reference configuration with both soles flat at z = 0.
+        mass: total mass [kg].
+    """
+
+    def __init__(self, config: RobotConfig, source: str = "<config>"):
+        self.config = config
+        self.source = source
+        self.urdf_path = resolve_urdf(config.urdf, source)
+        self.package_dirs = package_dirs_for(self.urdf_path)
+        try:
+            model = pin.buildModelFromUrdf(str(self.urdf_path), pin.JointModelFreeFlyer())
+        except Exception as exc:  # Pinocchio raises plain RuntimeError/ValueError
+            raise ModelError(f"{self.urdf_path}: Pinocchio cannot load it: {exc}") from exc
+        if config.locked_joints:
+            ids = []
+            for name in config.locked_joints:
+                if not model.existJointName(name):
+                    raise ConfigError(f"{source}: locked_joints: no joint '{name}' in {self.urdf_path.name}")
+                ids.append(model.getJointId(name))
+            model = pin.buildReducedModel(model, ids, pin.neutral(model))
+        self.model = model
+        self.feet = {"left": config.left_foot, "right": config.right_foot}
+        self.foot_frame_ids = {side: self._add_foot_frame(side, foot) for side, foot in self.feet.items()}
+        for key, frame in (("base_frame", config.base_frame), ("torso_frame", config.torso_frame)):
+            if not model.existFrame(frame):
+                raise ConfigError(f"{source}: {key}: no frame '{frame}' in {self.urdf_path.name}")
+        self.joint_names: list[str] = [model.names[j] for j in range(2, model.njoints)]
+        for j in range(2, model.njoints):
+            if model.joints[j].nv != 1:
+                raise ModelError(f"{self.urdf_path}: joint '{model.names[j]}' is not 1-DoF")
+        self._check_joint_keys("reference_posture", config.reference_posture)
+        self._check_joint_keys("torque_limits", config.torque_limits)
+        self._check_joint_keys("damping.joints", config.damping.joints)
+        self.nq, self.nv, self.na = model.nq, model.nv, model.nv - 6
+        effort = np.array(model.effortLimit[6:], dtype=float)
+        effort[~np.isfinite(effort) | (effort <= 0)] = config.default_torque_limit
+        self.tau_max = np.array([config.torque_limits.get(n, e) for n, e in zip(self.joint_names, effort)])
+        self.kd_safe = np.array([config.damping.joints.get(n, config.damping.default) for n in self.joint_names])
+        self.q_lower = np.array(model.lowerPositionLimit[7:], dtype=float)
+        self.q_upper = np.array(model.upperPositionLimit[7:], dtype=float)
+        self.v_max = np.array(model.velocityLimit[6:], dtype=float)
+        self.data = model.createData()
+        self.mass = float(pin.computeTotalMass(model))
+        self.q_ref = self._reference_configuration()
+
+    # -- construction helpers -------------------------------------------------
+
+    def _check_joint_keys(self, key: str, mapping: dict) -> None:
+        for name in mapping:
+            if name not in self.joint_names:
+                raise ConfigError(
+                    f"{self.source}: {key}: unknown joint '{name}'{yaml_config.closest_key(name, self.joint_names)}"
+                )
+
+    def _add_foot_frame(self, side: str, foot: Foot) -> int:
+        model = self.model
+        if foot.parent is None:
+            if not model.existFrame(foot.frame):
+                raise ConfigError(f"{self.source}: {side}_foot.frame: no frame '{foot.frame}' in {self.urdf_path.name}")
+            return model.getFrameId(foot.frame)
+        if not model.existFrame(foot.parent):
+            raise ConfigError(f"{self.source}: {side}_foot.parent: no link '{foot.parent}' in {self.urdf_path.name}")
+        parent = model.frames[model.getFrameId(foot.parent)]
+        placement = parent.placement * pin.SE3(np.eye(3), np.array(foot.offset, dtype=float))
+        frame = pin.Frame(foot.frame, parent.parentJoint, model.getFrameId(foot.parent), placement, pin.FrameType.OP_FRAME)
+        return model.addFrame(frame)
+
+    def _reference_configuration(self) -> np.ndarray:
+        q = pin.neutral(self.model)
+        for name, value in self.config.reference_posture.items():
+            q[self.joint_q_index(name)] = value
+        pin.framesForwardKinematics(self.model, self.data, q)
+        soles = [self.data.oMf[i].translation for i in self.foot_frame_ids.values()]
+        q[2] -= min(s[2] for s in soles)
+        q[0] -= 0.5 * (soles[0][0] + soles[1][0])
+        q[1] -= 0.5 * (soles[0][1] + soles[1][1])
+        return q
+
+    # -- name maps --------------------------------------------------------------
+
+    def joint_index(self, name: str) -> int:
+        """Index of actuated joint ``name`` in ``joint_names`` (and in ``tau``)."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise ModelError(f"unknown joint '{name}'{yaml_config.closest_key(name, self.joint_names)}") from None
+
+    def joint_q_index(self, name: str) -> int:
+        """Index of joint ``name`` in the Pinocchio configuration ``q``."""
+        return 7 + self.joint_index(name)
+
+    def joint_v_index(self, name: str) -> int:
+        """Index of joint ``name`` in the Pinocchio velocity ``v``."""
+        return 6 + self.joint_index(name)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def sole_placement(self, side: str, q: np.ndarray) -> pin.SE3:
+        pin.framesForwardKinematics(self.model, self.data, q)
+        return self.data.oMf[self.foot_frame_ids[side]].copy()
+
+    def summary(self) -> dict:
+        return {
+            "robot": self.name,
+            "nq": self.nq,
+            "nv": self.nv,
+            "joints": self.na,
+            "mass_kg": round(self.mass, 3),
+            "urdf": str(self.urdf_path),
+        }
+
+
+def resolve_urdf(spec: str, source: str = "<config>") -> Path:
+    if spec.startswith(ERD_PREFIX):
+        path = example_robot_data_dir() / spec[len(ERD_PREFIX) :]
+    else:
+        path = Path(spec)
+        if not path.is_absolute():
+            path = share_dir() / path
+    if not path.is_file():
+        raise ConfigError(f"{source}: urdf: file not found: {path}")
+    return path
+
+
+def package_dirs_for(urdf_path: Path) -> list[Path]:
+    """Directories that ``package://`` URIs resolve against."""
+    dirs = [urdf_path.parent.parent, urdf_path.parent]
+    try:
+        erd = example_robot_data_dir()
+        dirs.append(erd.parent)  # package://example-robot-data/...
+    except ModelError:
+        pass
+    return dirs
+
+
+def resolve_package_uri(uri: str, package_dirs: list[Path]) -> Path:
+    """``package://pkg/rel/path`` -> an existing file under one of ``package_dirs``."""
+    if not uri.startswith("package://"):
+        return Path(uri)
+    rel = uri[len("package://") :]
+    for d in package_dirs:
+        for candidate in (d / rel, d / rel.split("/", 1)[-1]):
+            if candidate.is_file():
+                return candidate
+    raise ModelError(f"cannot resolve mesh '{uri}' under {', '.join(map(str, package_dirs))}")
+
+
+def robots_dir() -> Path:
+    return share_dir() / "config" / "robots"
+
+
+def available_robots() -> list[str]:
+    return sorted(p.stem for p in robots_dir().glob("*.yaml"))
+
+
+def load_config(name_or_path: str | Path) -> tuple[RobotConfig, str]:
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = robots_dir() / f"{name_or_path}.yaml"
+        if not path.is_file():
+            names = available_robots()
+            raise ConfigError(f"unknown robot '{name_or_path}'{yaml_config.closest_key(str(name_or_path), names)}")
+    return yaml_config.load(RobotConfig, path), str(path)
+
+
+@functools.cache
+def _load_cached(name_or_path: str) -> RobotModel:
+    config, source = load_config(name_or_path)
+    return RobotModel(config, source)
+
+
+def load_robot(name_or_path: str | Path, fresh: bool = True) -> RobotModel:
+    """Load a robot by name (``talos``, ``g1``, ...) or YAML path.
+
+    With ``fresh=False`` a cached instance is shared (read-only use only).
+    """
+    if not fresh:
+        return _load_cached(str(name_or_path))
+    config, source = load_config(name_or_path)
+    return RobotModel(config, source)
+
+
+def with_overrides(config: RobotConfig, **changes) -> RobotConfig:
+    return dataclasses.replace(config, **changes)
