@@ -76,6 +76,19 @@ def test_feet_apart_laterally_and_base_above_fall_height(robot):
     assert robot.q_ref[2] > robot.config.fall_height
 
 
+def test_com_above_the_support_polygon_at_q_ref(robot):
+    com = pin.centerOfMass(robot.model, robot.data, robot.q_ref)
+    corners = []
+    for side, foot in robot.feet.items():
+        oMs = robot.sole_placement(side, robot.q_ref)
+        corners += [oMs.act(c) for c in foot.sole.corners()]
+    corners = np.array(corners)
+    # both soles flat and side by side: the support polygon is the bounding box of their corners
+    assert corners[:, 0].min() < com[0] < corners[:, 0].max()
+    assert corners[:, 1].min() < com[1] < corners[:, 1].max()
+    assert com[2] > 0.5 * robot.q_ref[2]
+
+
 def test_q_ref_within_joint_limits(robot):
     q = robot.q_ref[7:]
     assert np.all(q >= robot.q_lower) and np.all(q <= robot.q_upper)
