@@ -70,19 +70,22 @@ def compare_report(robot: RobotModel, sim: Simulation, seed: int = 0) -> list[tu
         act = sim.index.actuator[i]
         target = model.joint(int(model.actuator_trnid[act, 0])).name
         if target != name or model.actuator_gear[act, 0] != 1.0:
-            raise ModelMismatch(f"{robot.name}: joint '{name}' is driven by actuator of '{target}' (gear {model.actuator_gear[act, 0]})")
+            gear = model.actuator_gear[act, 0]
+            raise ModelMismatch(f"{robot.name}: joint '{name}' is driven by the actuator of '{target}' (gear {gear})")
 
     report = [("total mass [kg]", abs(sim.total_mass() - robot.mass))]
     for i, name in enumerate(robot.joint_names):
         j = int(model.joint(name).id)
         if model.jnt_limited[j]:
             lo, hi = model.jnt_range[j]
-            report.append((f"joint '{name}' position limits [rad]", max(abs(lo - robot.q_lower[i]), abs(hi - robot.q_upper[i]))))
+            diff = max(abs(lo - robot.q_lower[i]), abs(hi - robot.q_upper[i]))
+            report.append((f"joint '{name}' position limits [rad]", diff))
         elif np.isfinite(robot.q_lower[i]) and robot.q_upper[i] < 1e10:
             report.append((f"joint '{name}' is limited in Pinocchio only", np.inf))
         act = sim.index.actuator[i]
         lo, hi = model.actuator_ctrlrange[act]
-        report.append((f"joint '{name}' torque limit [N m]", max(abs(lo + robot.tau_max[i]), abs(hi - robot.tau_max[i]))))
+        diff = max(abs(lo + robot.tau_max[i]), abs(hi - robot.tau_max[i]))
+        report.append((f"joint '{name}' torque limit [N m]", diff))
 
     rng = np.random.default_rng(seed)
     pin_data = robot.model.createData()

@@ -37,7 +37,6 @@ Offscreen rendering needs a GL backend: without ``$DISPLAY`` and without
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import weakref
 import xml.etree.ElementTree as ET
@@ -76,8 +75,10 @@ class SimConfig:
     integrator: Literal["euler", "implicitfast", "implicit", "rk4"] = "implicitfast"
     cone: Literal["pyramidal", "elliptic"] = "pyramidal"
     friction: float = field(default=1.0, metadata={"gt": 0.0})  # floor / foot sliding friction [-]
-    solref: tuple[float, float] = field(default=(0.005, 1.0), metadata={"gt": 0.0})  # contact (timeconst [s], dampratio [-])
-    solimp: tuple[float, float, float] = field(default=(0.95, 0.99, 0.001), metadata={"gt": 0.0})  # (dmin, dmax [-], width [m])
+    # contact solref (time constant [s], damping ratio [-]): stiff, critically damped feet
+    solref: tuple[float, float] = field(default=(0.005, 1.0), metadata={"gt": 0.0})
+    # contact solimp (dmin, dmax [-], width [m]): impedance 0.95..0.99 over 1 mm of penetration
+    solimp: tuple[float, float, float] = field(default=(0.95, 0.99, 0.001), metadata={"gt": 0.0})
     joint_damping: float = field(default=0.0, metadata={"ge": 0.0})  # viscous joint damping [N m s / rad]
     joint_armature: float = field(default=0.0, metadata={"ge": 0.0})  # rotor inertia added per joint [kg m^2]
     foot_box_height: float = field(default=0.02, metadata={"gt": 0.0})  # thickness of the foot collision boxes [m]
@@ -632,7 +633,3 @@ class Simulation:
         for renderer in self._renderers.values():
             renderer.close()
         self._renderers.clear()
-
-
-def with_config(config: SimConfig, **changes) -> SimConfig:
-    return dataclasses.replace(config, **changes)
