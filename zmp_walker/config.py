@@ -1,0 +1,184 @@
+"""Walker configuration: ``config/walker.yaml`` -> frozen :class:`WalkerConfig`.
+
+Keys equal field names; the loader is :mod:`whole_body_control.yaml_config`
+(unknown key -> :class:`ConfigError` naming the file, the key and the closest
+valid key; bounds from field metadata).  A ``robots:`` section holds per-robot
+overlays merged recursively onto the base values::
+
+    step_duration: 0.8
+    robots:
+      g1: {step_duration: 0.6, max_step_length: 0.15}
+
+``load_walker_config(robot="g1")`` returns the base overlaid by ``robots.g1``.
+Every overlay in the file is validated, not only the one requested.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from whole_body_control.errors import ConfigError
+from whole_body_control.yaml_config import closest_key, from_dict, read_yaml
+
+__all__ = ["PreviewConfig", "MpcConfig", "WalkerConfig", "load_walker_config", "default_config_path"]
+
+
+@dataclass(frozen=True)
+class PreviewConfig:
+    """Kajita's preview control (cart-table model, jerk input).
+
+    Cost: ``sum Qe e_k^2 + R u_k^2`` with ``e`` the ZMP tracking error [m] and
+    ``u`` the CoM jerk [m/s^3] (the integral form of Katayama/Kajita, so ``Qe``
+    weighs the accumulated error).
+    """
+
+    horizon: float = field(default=1.6, metadata={"gt": 0.0})  # preview window [s]
+    qe: float = field(default=1.0, metadata={"gt": 0.0})  # ZMP error weight [1/m^2]
+    r: float = field(default=1e-6, metadata={"gt": 0.0})  # jerk weight [s^6/m^2]
+
+
+@dataclass(frozen=True)
+class MpcConfig:
+    """Linear MPC on the LIPM (Wieber 2006, Herdt 2010).
+
+    Cost per axis: ``jerk_weight/2 |J|^2 + zmp_weight/2 |Z - Z_ref|^2
+    + velocity_weight/2 |Cdot - v_ref|^2 + footstep_weight/2 |F - F_plan|^2``
+    subject to the ZMP inside the support polygon at every sample.
+    """
+
+    horizon_steps: int = field(default=16, metadata={"gt": 0})  # number of samples N [-]
+    period: float = field(default=0.1, metadata={"gt": 0.0})  # sampling period T [s]
+    jerk_weight: float = field(default=1e-5, metadata={"ge": 0.0})  # [s^6/m^2]
+    zmp_weight: float = field(default=1.0, metadata={"ge": 0.0})  # [1/m^2]
+    velocity_weight: float = field(default=0.0, metadata={"ge": 0.0})  # [s^2/m^2]
+    footstep_weight: float = field(default=1.0, metadata={"ge": 0.0})  # auto footsteps only [1/m^2]
+    auto_footsteps: bool = False  # footstep positions are decision variables (Herdt)
+
+
+@dataclass(frozen=True)
+class WalkerConfig:
+    """Walking pattern generator parameters (SI units).
+
+    A step lasts ``step_duration``: single support for
+    ``(1 - double_support_ratio) * step_duration``, then double support.
+    Step limits are expressed in the frame of the stance foot: the swing foot
+    lands at ``(dx, +-width, dyaw)`` with ``|dx| <= max_step_length``,
+    ``min_step_width <= width <= max_step_width``, ``|dyaw| <= max_step_yaw``.
+    """
+
+    dt: float = field(default=0.001, metadata={"gt": 0.0})  # control period, one cycle() [s]
+    planner_period: float = field(default=0.01, metadata={"gt": 0.0})  # CoM planner period [s]
+    gravity: float = field(default=9.81, metadata={"gt": 0.0})  # [m/s^2]
+    com_height: float | None = field(default=None, metadata={"gt": 0.0})  # [m], None: initial CoM
+    step_duration: float = field(default=0.8, metadata={"gt": 0.0})  # [s]
+    double_support_ratio: float = field(default=0.2, metadata={"gt": 0.0, "lt": 1.0})  # [-]
+    start_duration: float = field(default=1.5, metadata={"gt": 0.0})  # initial double support [s]
+    stop_duration: float = field(default=1.0, metadata={"gt": 0.0})  # final double support [s]
+    step_height: float = field(default=0.05, metadata={"ge": 0.0})  # swing apex [m]
+    max_step_length: float = field(default=0.25, metadata={"gt": 0.0})  # [m]
+    max_step_width: float = field(default=0.35, metadata={"gt": 0.0})  # [m]
+    min_step_width: float = field(default=0.15, metadata={"gt": 0.0})  # [m]
+    max_step_yaw: float = field(default=0.3, metadata={"ge": 0.0})  # [rad]
+    foot_separation: float | None = field(default=None, metadata={"gt": 0.0})  # [m], None: initial
+    foot_clearance: float = field(default=0.01, metadata={"ge": 0.0})  # min gap between soles [m]
+    zmp_margin: float = field(default=0.01, metadata={"ge": 0.0})  # sole shrink for the ZMP [m]
+    method: Literal["preview", "mpc"] = "preview"
+    k_dcm: float = field(default=2.0, metadata={"gt": 1.0})  # DCM feedback gain [-]
+    clamp_zmp: bool = True  # clamp the corrected ZMP to the support polygon
+    preview: PreviewConfig = field(default_factory=PreviewConfig)
+    mpc: MpcConfig = field(default_factory=MpcConfig)
+
+    def validate(self) -> None:
+        """Cross-field checks, run by the loader and by :meth:`replace`."""
+        if self.min_step_width >= self.max_step_width:
+            raise ConfigError(
+                f"'min_step_width' ({self.min_step_width}) must be < 'max_step_width' ({self.max_step_width})"
+            )
+        if self.foot_separation is not None and not (
+            self.min_step_width <= self.foot_separation <= self.max_step_width
+        ):
+            raise ConfigError(
+                f"'foot_separation' ({self.foot_separation}) must lie in "
+                f"[min_step_width, max_step_width] = [{self.min_step_width}, {self.max_step_width}]"
+            )
+        if self.planner_period < self.dt:
+            raise ConfigError(f"'planner_period' ({self.planner_period}) must be >= 'dt' ({self.dt})")
+        if self.preview.horizon < self.planner_period:
+            raise ConfigError(f"'preview.horizon' ({self.preview.horizon}) must be >= 'planner_period'")
+
+    @property
+    def single_support_duration(self) -> float:
+        """Swing time of one step [s]."""
+        return (1.0 - self.double_support_ratio) * self.step_duration
+
+    @property
+    def double_support_duration(self) -> float:
+        """Double support between two steps [s]."""
+        return self.double_support_ratio * self.step_duration
+
+    def replace(self, **changes) -> WalkerConfig:
+        """Copy with ``changes`` applied and validated (nested: pass a dataclass)."""
+        new = dataclasses.replace(self, **changes)
+        new.validate()
+        return new
+
+
+def default_config_path() -> Path:
+    """``config/walker.yaml`` of the source checkout, or of the installed share."""
+    here = Path(__file__).resolve().parent.parent / "config" / "walker.yaml"
+    if here.is_file():
+        return here
+    prefixes = [sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)]
+    for prefix in prefixes:
+        for package in ("zmp_walker", "whole_body_control"):
+            candidate = Path(prefix) / "share" / package / "config" / "walker.yaml"
+            if candidate.is_file():
+                return candidate
+    raise ConfigError(f"cannot find config/walker.yaml (looked in {here.parent} and <prefix>/share)")
+
+
+def _overlay(base: dict, over: dict) -> dict:
+    """Recursive merge: mappings merge key by key, other values replace."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _overlay(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_walker_config(path: str | Path | None = None, robot: str | None = None) -> WalkerConfig:
+    """Load and validate the walker configuration.
+
+    Args:
+        path: YAML file; ``None`` is :func:`default_config_path`.
+        robot: name of an overlay in the ``robots:`` section, or ``None`` for
+            the base values.
+
+    Raises:
+        ConfigError: unreadable file, unknown key, value out of bounds,
+            unknown robot; the message names the file and the key.
+    """
+    path = Path(path) if path is not None else default_config_path()
+    data = read_yaml(path)
+    robots = data.pop("robots", None) or {}
+    if not isinstance(robots, dict):
+        raise ConfigError(f"{path}: 'robots' must be a mapping of robot name -> overrides")
+    base = from_dict(WalkerConfig, data, str(path))
+    configs = {}
+    for name, over in robots.items():
+        if not isinstance(over, dict):
+            raise ConfigError(f"{path}: 'robots.{name}' must be a mapping")
+        configs[name] = from_dict(WalkerConfig, _overlay(data, over), str(path), f"robots.{name}")
+    if robot is None:
+        return base
+    if robot not in configs:
+        raise ConfigError(f"{path}: no 'robots.{robot}' section{closest_key(robot, configs)}")
+    return configs[robot]

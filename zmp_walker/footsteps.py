@@ -1,0 +1,234 @@
+"""Footstep planning from a velocity command or a goal pose.
+
+A step is described in the frame of the stance foot: the swing foot lands at
+``(dx, s * width, dyaw)`` with ``s = +1`` for the left foot and ``-1`` for the
+right one.  Limits (from :class:`~zmp_walker.config.WalkerConfig`):
+
+* ``|dx| <= max_step_length`` [m];
+* ``min_step_width <= width <= max_step_width`` [m];
+* ``0 <= s * dyaw <= max_step_yaw`` [rad]: a foot may turn outwards (toe-out)
+  relative to the stance foot but never inwards, so when turning the *inner*
+  foot (left for a left turn) turns first and the outer foot catches up to
+  parallel; the same opening/closing pattern is used for lateral steps;
+* the two sole rectangles stay ``foot_clearance`` apart (separating-axis
+  test, which accounts for yaw): the width is increased, then the yaw
+  reduced, until they do.
+
+Velocity command ``(vx, vy, wz)`` [m/s, m/s, rad/s] with step duration ``T``:
+``dx = vx T`` every step; the foot on the side of ``vy`` opens by ``2 |vy| T``
+and the other closes back to the nominal separation (mean lateral speed
+``vy``); likewise the foot on the side of ``wz`` turns by ``2 |wz| T`` and the
+other returns parallel (mean yaw rate ``wz``).
+
+First foot from standing: the foot on the side of the turn (sign of ``wz``),
+else on the side of the lateral motion (sign of ``vy``), else the right foot
+(so the first stance foot is the left one).  A walk ends with a closing step
+that puts the swing foot beside the stance foot at the nominal separation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from zmp_walker.config import WalkerConfig
+from zmp_walker.errors import PlanningError
+from zmp_walker.geometry import FootPose, SoleRect, polygons_overlap, sole_corners
+
+__all__ = ["Side", "Footstep", "FootstepPlanner", "other_side", "side_sign"]
+
+Side = Literal["left", "right"]
+
+
+def other_side(side: Side) -> Side:
+    return "right" if side == "left" else "left"
+
+
+def side_sign(side: Side) -> int:
+    """+1 for the left foot, -1 for the right one."""
+    return 1 if side == "left" else -1
+
+
+@dataclass(frozen=True)
+class Footstep:
+    """One step: ``side`` foot swings during ``[t_start, t_end]`` [s] and lands at ``pose``.
+
+    ``t_start``/``t_end`` are lift-off and touchdown times (generator clock);
+    they are ``nan`` for an untimed plan.
+    """
+
+    side: Side
+    pose: FootPose
+    t_start: float = math.nan
+    t_end: float = math.nan
+
+    @property
+    def position(self) -> np.ndarray:
+        """Landing position of the sole frame [m]."""
+        return self.pose.position
+
+    @property
+    def yaw(self) -> float:
+        """Landing yaw [rad]."""
+        return self.pose.yaw
+
+    def timed(self, t_start: float, t_end: float) -> Footstep:
+        return dataclasses.replace(self, t_start=t_start, t_end=t_end)
+
+    def moved(self, pose: FootPose) -> Footstep:
+        return dataclasses.replace(self, pose=pose)
+
+
+class FootstepPlanner:
+    """Untimed footstep sequences; the schedule gives them times.
+
+    Args:
+        config: step limits and durations.
+        left_sole, right_sole: sole rectangles in their sole frames [m].
+        separation: nominal lateral distance between the feet [m]
+            (``config.foot_separation`` if set, else this value, typically the
+            initial stance width).
+    """
+
+    def __init__(self, config: WalkerConfig, left_sole: SoleRect, right_sole: SoleRect, separation: float):
+        self.config = config
+        self.soles = {"left": left_sole, "right": right_sole}
+        sep = config.foot_separation if config.foot_separation is not None else separation
+        self.separation = float(np.clip(sep, config.min_step_width, config.max_step_width))
+
+    # -- single steps -------------------------------------------------------
+
+    def clamp(self, side: Side, dx: float, width: float, dyaw: float) -> tuple[float, float, float]:
+        """Apply the step limits to a step ``(dx, width, dyaw)`` in the stance frame.
+
+        ``width`` is the unsigned lateral distance (positive away from the
+        stance foot); ``dyaw`` is signed (world convention).
+        """
+        c = self.config
+        s = side_sign(side)
+        dx = float(np.clip(dx, -c.max_step_length, c.max_step_length))
+        width = float(np.clip(width, c.min_step_width, c.max_step_width))
+        dyaw = s * float(np.clip(s * dyaw, 0.0, c.max_step_yaw))
+        return dx, width, dyaw
+
+    def place(self, side: Side, stance: FootPose, dx: float, width: float, dyaw: float) -> FootPose:
+        """Landing pose of ``side`` for the step ``(dx, width, dyaw)`` from ``stance``.
+
+        The step is clamped to the limits, then made collision free by widening
+        (up to ``max_step_width``) and, failing that, by reducing the yaw.
+        """
+        dx, width, dyaw = self.clamp(side, dx, width, dyaw)
+        s = side_sign(side)
+        for _ in range(40):
+            for w in np.arange(width, self.config.max_step_width + 1e-9, 0.005):
+                pose = stance.compose(dx, s * w, dyaw)
+                if not self.collide(side, pose, stance):
+                    return pose
+            dyaw *= 0.5
+        raise PlanningError(f"no collision-free placement of the {side} foot near {stance}")
+
+    def collide(self, side: Side, pose: FootPose, stance: FootPose) -> bool:
+        """Whether the ``side`` sole at ``pose`` comes within ``foot_clearance`` of the other sole."""
+        a = sole_corners(pose, self.soles[side])
+        b = sole_corners(stance, self.soles[other_side(side)])
+        return polygons_overlap(a, b, self.config.foot_clearance)
+
+    def velocity_step(self, side: Side, stance: FootPose, vx: float, vy: float, yaw_rate: float) -> FootPose:
+        """Landing pose of ``side`` for the velocity command (see module docstring)."""
+        T = self.config.step_duration
+        s = side_sign(side)
+        width = self.separation + (2.0 * abs(vy) * T if vy * s > 0 else 0.0)
+        dyaw = 2.0 * yaw_rate * T if yaw_rate * s > 0 else 0.0
+        return self.place(side, stance, vx * T, width, dyaw)
+
+    def closing_step(self, side: Side, stance: FootPose) -> FootPose:
+        """``side`` beside ``stance``, parallel, at the nominal separation."""
+        return self.place(side, stance, 0.0, self.separation, 0.0)
+
+    @staticmethod
+    def first_side(vy: float, yaw_rate: float, eps: float = 1e-9) -> Side:
+        """Foot that steps first from standing (see module docstring)."""
+        if abs(yaw_rate) > eps:
+            return "left" if yaw_rate > 0 else "right"
+        if abs(vy) > eps:
+            return "left" if vy > 0 else "right"
+        return "right"
+
+    # -- sequences ----------------------------------------------------------
+
+    def from_velocity(
+        self, feet: dict[Side, FootPose], n_steps: int, vx: float, vy: float = 0.0, yaw_rate: float = 0.0,
+        first: Side | None = None, close: bool = True,
+    ) -> list[Footstep]:
+        """``n_steps`` untimed steps for a constant velocity command.
+
+        With ``close`` the last of the ``n_steps`` is the closing step (feet side
+        by side at the end).
+        """
+        if n_steps < 0:
+            raise PlanningError(f"number of steps must be >= 0, got {n_steps}")
+        feet = dict(feet)
+        side = first or self.first_side(vy, yaw_rate)
+        steps = []
+        for i in range(n_steps):
+            stance = feet[other_side(side)]
+            if close and i == n_steps - 1:
+                pose = self.closing_step(side, stance)
+            else:
+                pose = self.velocity_step(side, stance, vx, vy, yaw_rate)
+            steps.append(Footstep(side, pose))
+            feet[side] = pose
+            side = other_side(side)
+        return steps
+
+    def goal_feet(self, feet: dict[Side, FootPose], x: float, y: float, yaw: float) -> dict[Side, FootPose]:
+        """Final foot poses for a goal pose ``(x, y, yaw)`` of the feet midpoint."""
+        z = 0.5 * (feet["left"].position[2] + feet["right"].position[2])
+        mid = FootPose(np.array([x, y, z]), yaw)
+        half = 0.5 * self.separation
+        return {"left": mid.compose(0.0, half, 0.0), "right": mid.compose(0.0, -half, 0.0)}
+
+    def to_goal(
+        self, feet: dict[Side, FootPose], x: float, y: float, yaw: float,
+        tol: float = 1e-3, max_steps: int = 400,
+    ) -> list[Footstep]:
+        """Untimed steps that bring the feet midpoint to ``(x, y)`` [m] with heading ``yaw`` [rad].
+
+        Each step moves the swing foot towards its final pose, clamped to the
+        limits; the walk ends with the feet side by side at the goal.
+        """
+        goal = self.goal_feet(feet, x, y, yaw)
+        feet = dict(feet)
+
+        def done():
+            return all(
+                np.linalg.norm(feet[s].position[:2] - goal[s].position[:2]) < tol
+                and abs(_wrap(feet[s].yaw - goal[s].yaw)) < tol
+                for s in ("left", "right")
+            )
+
+        mid_yaw = 0.5 * (feet["left"].yaw + feet["right"].yaw)
+        mid = FootPose(0.5 * (feet["left"].position + feet["right"].position), mid_yaw)
+        rel = mid.to_local((x, y))
+        side = self.first_side(rel[1] if abs(rel[1]) > tol else 0.0, _wrap(yaw - mid_yaw) if abs(_wrap(yaw - mid_yaw)) > tol else 0.0)
+        steps: list[Footstep] = []
+        while not done():
+            if len(steps) >= max_steps:
+                raise PlanningError(f"goal ({x}, {y}, {yaw}) not reached in {max_steps} steps")
+            stance = feet[other_side(side)]
+            target = stance.to_local(goal[side].position)
+            dyaw = _wrap(goal[side].yaw - stance.yaw)
+            pose = self.place(side, stance, target[0], side_sign(side) * target[1], dyaw)
+            steps.append(Footstep(side, pose))
+            feet[side] = pose
+            side = other_side(side)
+        return steps
+
+
+def _wrap(angle: float) -> float:
+    """Angle wrapped to [-pi, pi) [rad]."""
+    return (angle + math.pi) % (2.0 * math.pi) - math.pi

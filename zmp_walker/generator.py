@@ -1,0 +1,410 @@
+"""Walking pattern generator: commands in, one whole-body reference per tick out.
+
+Data flow of :meth:`PatternGenerator.cycle`::
+
+    command -> FootstepPlanner -> Schedule -> ZmpReference
+            -> CoM planner (preview control or MPC, every planner period)
+            -> exact constant-jerk interpolation at time t
+            -> swing feet, DCM feedback -> WalkerReference
+
+The CoM planner runs on a coarse grid (``planner_period`` for preview control,
+``mpc.period`` for the MPC) and holds its jerk constant in between, so the
+reference at any ``t`` is the exact cart-table state: C2 in position and cheap
+(a few vector operations per tick).
+
+Measured state and pushes: the planned CoM trajectory is kept nominal
+(open-loop, smooth, never jumps); a measured state closes the loop on the
+DCM: ``zmp_cmd = clamp(zmp_ref + k_dcm (xi_meas - xi_ref))`` and
+``com_acc = omega^2 (c_meas - zmp_cmd)`` (see :mod:`zmp_walker.dcm`).  The
+DCM error then decays at the rate ``omega (k_dcm - 1)`` and the CoM, which
+follows its DCM, converges back to the nominal trajectory; a whole-body
+controller should track ``com_acc`` as given when it passes a measurement.
+Without a measurement ``zmp_cmd = zmp_ref`` and ``com_acc`` is the planned
+acceleration.
+
+Standing: the reference CoM is above the midpoint of the sole centres at
+``com_height`` and the planner is idle, so the reference is exactly constant.
+Commands (``set_velocity``, ``set_goal``, ``walk_steps``, ``stop``) take
+effect at the next :meth:`cycle`; while walking, the step in swing and the
+next one are kept and the rest is replanned.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from zmp_walker.cart_table import integrate
+from zmp_walker.config import WalkerConfig
+from zmp_walker.dcm import DcmFeedback, omega
+from zmp_walker.errors import PlanningError
+from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side
+from zmp_walker.geometry import FootPose, SoleRect
+from zmp_walker.preview import PreviewPlanner
+from zmp_walker.schedule import Schedule
+from zmp_walker.swing import SwingTrajectory
+from zmp_walker.zmp_reference import ZmpReference, sole_center
+
+__all__ = ["FootRef", "MeasuredState", "WalkerReference", "PatternGenerator"]
+
+_ZERO3 = np.zeros(3)
+_ZERO3.setflags(write=False)
+
+
+def _frozen(a) -> np.ndarray:
+    a = np.asarray(a, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class FootRef:
+    """Reference of one sole frame (world frame, SI).
+
+    Attributes:
+        pos (3,) [m], rotation (3, 3), lin_vel (3,) [m/s], ang_vel (3,) [rad/s],
+        lin_acc (3,) [m/s^2], ang_acc (3,) [rad/s^2], in_contact: whether the
+        schedule puts this foot on the ground.
+    """
+
+    pos: np.ndarray
+    rotation: np.ndarray
+    lin_vel: np.ndarray
+    ang_vel: np.ndarray
+    lin_acc: np.ndarray
+    ang_acc: np.ndarray
+    in_contact: bool
+
+
+@dataclass(frozen=True)
+class MeasuredState:
+    """Estimated CoM ``com`` (3,) [m] and ``com_vel`` (3,) [m/s]; optional measured ``zmp`` (3,) [m]."""
+
+    com: np.ndarray
+    com_vel: np.ndarray
+    zmp: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class WalkerReference:
+    """What a whole-body controller consumes at one tick (world frame, z up, SI).
+
+    Attributes:
+        time: generator time [s].
+        phase: contact phase name (see :class:`~zmp_walker.schedule.Phase`).
+        com_pos, com_vel (3,): planned CoM [m, m/s], z = com_height.
+        com_acc (3,): CoM acceleration to track [m/s^2]; with a measurement it
+            includes the DCM feedback, ``omega^2 (c_meas - zmp_cmd)``.
+        feet: ``{"left": FootRef, "right": FootRef}``.
+        zmp_ref (3,): planned ZMP [m] (z = ground height of the support).
+        zmp_cmd (3,): ZMP after DCM feedback and clamping (= zmp_ref without
+            a measurement) [m].
+        dcm_ref (3,): planned DCM ``c + cdot / omega`` [m].
+        upcoming_footsteps: steps not yet landed, in order.
+        omega: LIPM frequency [1/s].
+    """
+
+    time: float
+    phase: str
+    com_pos: np.ndarray
+    com_vel: np.ndarray
+    com_acc: np.ndarray
+    feet: dict
+    zmp_ref: np.ndarray
+    zmp_cmd: np.ndarray
+    dcm_ref: np.ndarray
+    upcoming_footsteps: tuple
+    omega: float
+
+
+class PatternGenerator:
+    """ZMP-based walking pattern generator.
+
+    Args:
+        config: walker parameters.
+        left_foot, right_foot: initial sole poses (feet flat) [m, rad].
+        com: initial CoM (3,) [m]; its height is the CoM height when
+            ``config.com_height`` is None.
+        left_sole, right_sole: sole rectangles in the sole frames [m].
+    """
+
+    def __init__(self, config: WalkerConfig, left_foot: FootPose, right_foot: FootPose, com: np.ndarray,
+                 left_sole: SoleRect, right_sole: SoleRect):
+        config.validate()
+        self.config = config
+        com = np.asarray(com, dtype=float).reshape(-1)
+        if com.shape != (3,) or not np.all(np.isfinite(com)):
+            raise PlanningError(f"com must be a finite 3-vector, got {com!r}")
+        self.soles: dict[Side, SoleRect] = {"left": left_sole, "right": right_sole}
+        feet = {"left": left_foot, "right": right_foot}
+        ground = 0.5 * (left_foot.position[2] + right_foot.position[2])
+        z_c = config.com_height if config.com_height is not None else com[2] - ground
+        if not z_c > 0.0:
+            raise PlanningError(f"CoM height above the feet must be > 0, got {z_c}")
+        self.com_height = float(z_c)
+        self.omega = omega(config.gravity, z_c)
+        separation = float(np.linalg.norm(right_foot.to_local(left_foot.position)[1:2]))
+        self.footsteps = FootstepPlanner(config, left_sole, right_sole, separation)
+        self.feedback = DcmFeedback(config.k_dcm, self.omega, config.clamp_zmp)
+        if config.method == "preview":
+            p = config.preview
+            self.planner = PreviewPlanner(config.planner_period, z_c, config.gravity, p.qe, p.r, p.horizon)
+            self._lookahead = p.horizon
+        else:
+            from zmp_walker.mpc import MpcPlanner
+
+            self.planner = MpcPlanner(config, z_c, self.soles)
+            self._lookahead = config.mpc.horizon_steps * config.mpc.period
+        self._T = self.planner.period
+        self._schedule = Schedule(config, math.inf, feet, [], final=True)
+        self._reference = ZmpReference(self._schedule, self.soles, config.zmp_margin)
+        self._ground = ground
+        mid = self._reference.sample(0.0)
+        self._x = np.zeros((3, 2))
+        self._x[0] = mid
+        self.planner.reset(self._x, mid)
+        self._jerk = np.zeros(2)
+        self._t_plan: float | None = None
+        self._idle = True
+        self._pending: tuple | None = None
+        self._velocity: tuple[float, float, float] | None = None
+        self._steps_before = 0  # steps completed in previous walks
+        self._t = -math.inf
+        self._swing: dict[int, SwingTrajectory] = {}
+        self._stance_refs: dict[tuple, FootRef] = {}
+        self._touchdowns: list[float] = []
+        self._upcoming_cache: tuple = (-1, ())
+
+    # -- commands -------------------------------------------------------------
+
+    def set_velocity(self, vx: float, vy: float = 0.0, yaw_rate: float = 0.0) -> None:
+        """Walk continuously at ``(vx, vy)`` [m/s] and ``yaw_rate`` [rad/s] (sole-midpoint frame).
+
+        A zero command stops the walk (or does nothing while standing).
+        """
+        cmd = tuple(float(v) for v in (vx, vy, yaw_rate))
+        if not all(map(math.isfinite, cmd)):
+            raise PlanningError(f"velocity command must be finite, got {cmd}")
+        if cmd == (0.0, 0.0, 0.0):
+            self.stop()
+            return
+        self._pending = ("velocity", cmd)
+
+    def set_goal(self, x: float, y: float, yaw: float) -> None:
+        """Walk until the feet midpoint is at ``(x, y)`` [m] with heading ``yaw`` [rad] (world)."""
+        goal = (float(x), float(y), float(yaw))
+        if not all(map(math.isfinite, goal)):
+            raise PlanningError(f"goal must be finite, got {goal}")
+        self._pending = ("goal", goal)
+
+    def walk_steps(self, n: int, vx: float, vy: float = 0.0, yaw_rate: float = 0.0) -> None:
+        """Take exactly ``n`` steps at the velocity command; the last one brings the feet side by side."""
+        if int(n) != n or n < 1:
+            raise PlanningError(f"number of steps must be a positive integer, got {n}")
+        self._pending = ("steps", (int(n), float(vx), float(vy), float(yaw_rate)))
+
+    def stop(self) -> None:
+        """Finish the walk: one closing step after the kept steps, then final double support."""
+        self._pending = ("stop", None)
+
+    @property
+    def is_walking(self) -> bool:
+        """Whether a walk (including its start and stop double supports) is under way."""
+        s = self._schedule
+        if self._pending is not None and self._pending[0] != "stop":
+            return True
+        return math.isfinite(s.t0) and s.t0 <= self._t < s.end_time
+
+    @property
+    def steps_completed(self) -> int:
+        """Steps landed since construction."""
+        return self._steps_before + self._schedule.steps_completed(self._t)
+
+    @property
+    def schedule(self) -> Schedule:
+        """Current contact schedule."""
+        return self._schedule
+
+    @property
+    def zmp_reference(self) -> ZmpReference:
+        """Current ZMP reference and support polygons."""
+        return self._reference
+
+    # -- planning -------------------------------------------------------------
+
+    def _apply(self, t: float) -> None:
+        kind, arg = self._pending
+        self._pending = None
+        old = self._schedule
+        walking = math.isfinite(old.t0) and t < old.end_time
+        if walking:
+            kept = [s for s in old.steps if s.t_start < t + self.config.step_duration]
+            t0 = old.t0
+        else:
+            self._steps_before += old.steps_completed(t) if math.isfinite(old.t0) else 0
+            kept, t0 = [], t
+        feet = dict(old.feet_before[len(kept)] if walking else old.final_feet)
+        next_side = other_side(kept[-1].side) if kept else None
+        self._velocity = None
+        if kind == "stop":
+            if not walking:
+                return
+            final = True
+            side = next_side or "right"
+            new = [Footstep(side, self.footsteps.closing_step(side, feet[other_side(side)]))]
+        elif kind == "goal":
+            final = True
+            new = self.footsteps.to_goal(feet, *arg)
+            if new and next_side is not None and new[0].side != next_side:
+                # the feet alternate: let the other foot make the first move
+                new = [Footstep(next_side, self.footsteps.closing_step(next_side, feet[other_side(next_side)]))]
+                feet[next_side] = new[0].pose
+                new += self.footsteps.to_goal(feet, *arg)
+        elif kind == "steps":
+            n, vx, vy, wz = arg
+            final = True
+            new = self.footsteps.from_velocity(feet, n, vx, vy, wz, first=next_side)
+        else:
+            final = False
+            self._velocity = arg
+            new = self.footsteps.from_velocity(feet, 2, *arg, first=next_side, close=False)
+        if not walking and not new:
+            return
+        self._set_schedule(Schedule(self.config, t0, old.feet_before[0] if walking else feet, kept + new, final))
+        self._idle = False
+
+    def _set_schedule(self, schedule: Schedule) -> None:
+        self._schedule = schedule
+        self._reference = ZmpReference(schedule, self.soles, self.config.zmp_margin)
+        self._swing.clear()
+        self._stance_refs.clear()
+        self._touchdowns = [st.t_end for st in schedule.steps]
+        self._upcoming_cache = (-1, ())
+
+    def _extend(self, t: float) -> None:
+        """Append velocity steps so that the plan covers the planner's look-ahead."""
+        s = self._schedule
+        if self._velocity is None or s.final or s.planned_until > t + self._lookahead + self.config.step_duration:
+            return
+        feet = s.final_feet
+        side = other_side(s.steps[-1].side) if s.steps else None
+        new = self.footsteps.from_velocity(feet, 2, *self._velocity, first=side, close=False)
+        self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], list(s.steps) + new, final=False))
+
+    def _advance(self, t: float) -> None:
+        """Run the CoM planner up to the last grid point <= t."""
+        T = self._T
+        while t >= self._t_plan + T - 1e-12:
+            self._x = integrate(self._x, self._jerk, T)
+            self._t_plan += T
+            self._plan_jerk()
+
+    def _plan_jerk(self) -> None:
+        if self._idle:  # standing still since construction: exactly constant reference
+            self._jerk = np.zeros(2)
+            return
+        self._extend(self._t_plan)
+        self._jerk = self.planner.update(self._t_plan, self._x, self._reference)
+        moved = getattr(self.planner, "moved_steps", None)
+        if moved:
+            self._move_steps(moved)
+
+    def _move_steps(self, moved: dict[int, np.ndarray]) -> None:
+        """Apply footstep positions chosen by the MPC (steps not yet lifted off)."""
+        s = self._schedule
+        steps = list(s.steps)
+        for k, xy in moved.items():
+            if k < len(steps) and steps[k].t_start > self._t_plan:
+                p = steps[k].pose
+                steps[k] = steps[k].moved(FootPose(np.array([xy[0], xy[1], p.position[2]]), p.yaw))
+        self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], steps, s.final))
+
+    # -- the tick -------------------------------------------------------------
+
+    def cycle(self, t: float, measured: MeasuredState | None = None) -> WalkerReference:
+        """Reference at time ``t`` [s] (non-decreasing between calls).
+
+        Args:
+            t: generator clock [s].
+            measured: estimated CoM state for the DCM feedback, or None.
+        """
+        if self._t_plan is None:
+            self._t_plan = float(t)
+        elif t < self._t - 1e-9:
+            raise PlanningError(f"time went backwards: {t} < {self._t}")
+        self._t = float(t)
+        if self._pending is not None:
+            self._advance(t)
+            self._apply(self._t_plan)
+            self._plan_jerk()
+        self._advance(t)
+        # exact constant-jerk interpolation from the last planner grid point (plain floats: fast)
+        tau = t - self._t_plan
+        x, u = self._x, self._jerk
+        h2, h3 = tau * tau / 2.0, tau * tau * tau / 6.0
+        cx = x[0, 0] + x[1, 0] * tau + x[2, 0] * h2 + u[0] * h3
+        cy = x[0, 1] + x[1, 1] * tau + x[2, 1] * h2 + u[1] * h3
+        vx = x[1, 0] + x[2, 0] * tau + u[0] * h2
+        vy = x[1, 1] + x[2, 1] * tau + u[1] * h2
+        ax = x[2, 0] + u[0] * tau
+        ay = x[2, 1] + u[1] * tau
+        sched = self._schedule
+        index = sched.phase_index(t)
+        phase = sched.phases[index]
+        ground, w = self._ground, self.omega
+        com_pos = np.array([cx, cy, ground + self.com_height])
+        com_vel = np.array([vx, vy, 0.0])
+        com_acc = np.array([ax, ay, 0.0])
+        px, py = self._reference.at(t)
+        zmp_ref = np.array([px, py, ground])
+        dcm_ref = np.array([cx + vx / w, cy + vy / w, ground + self.com_height])
+        if measured is not None:
+            c_m = np.asarray(measured.com, dtype=float)
+            xi_m = c_m + np.asarray(measured.com_vel, dtype=float) / w
+            p_cmd = self.feedback.zmp(zmp_ref, dcm_ref, xi_m, self._reference.polygon_of_phase(index))
+            zmp_cmd = np.array([p_cmd[0], p_cmd[1], ground])
+            com_acc = self.feedback.com_acc(c_m, p_cmd)
+        else:
+            zmp_cmd = zmp_ref
+        feet = {"left": self._foot_ref("left", phase, index, t), "right": self._foot_ref("right", phase, index, t)}
+        return WalkerReference(
+            time=float(t), phase=phase.name, com_pos=com_pos, com_vel=com_vel, com_acc=com_acc, feet=feet,
+            zmp_ref=zmp_ref, zmp_cmd=zmp_cmd, dcm_ref=dcm_ref, upcoming_footsteps=self._upcoming(t), omega=w,
+        )
+
+    def _upcoming(self, t: float) -> tuple:
+        """Steps not landed at ``t`` (cached per schedule and landed count)."""
+        steps = self._schedule.steps
+        n = bisect.bisect_right(self._touchdowns, t)
+        if self._upcoming_cache[0] != n:
+            self._upcoming_cache = (n, steps[n:])
+        return self._upcoming_cache[1]
+
+    def _foot_ref(self, side: Side, phase, index: int, t: float) -> FootRef:
+        if phase.is_single_support and side not in phase.support:
+            k = phase.step
+            swing = self._swing.get(k)
+            if swing is None:
+                step = self._schedule.steps[k]
+                swing = SwingTrajectory(phase.feet[side], step.pose, step.t_start, step.t_end, self.config.step_height)
+                self._swing = {k: swing}
+            s = swing(t)
+            R = np.array([[math.cos(s.yaw), -math.sin(s.yaw), 0.0], [math.sin(s.yaw), math.cos(s.yaw), 0.0],
+                          [0.0, 0.0, 1.0]])
+            return FootRef(s.pos, R, s.vel, np.array([0.0, 0.0, s.yaw_rate]), s.acc,
+                           np.array([0.0, 0.0, s.yaw_acc]), False)
+        key = (index, side)
+        ref = self._stance_refs.get(key)
+        if ref is None:
+            pose = phase.feet[side]
+            ref = FootRef(pose.position, _frozen(pose.rotation), _ZERO3, _ZERO3, _ZERO3, _ZERO3, True)
+            self._stance_refs[key] = ref
+        return ref
+
+    def support_center(self) -> np.ndarray:
+        """Midpoint of the current sole centres (xy) [m]."""
+        feet = self._schedule.phase_at(self._t).feet
+        return 0.5 * (sole_center(feet["left"], self.soles["left"]) + sole_center(feet["right"], self.soles["right"]))

@@ -1,0 +1,134 @@
+"""Contact schedule: when each foot swings and which feet support the robot.
+
+Timeline of a walk that starts at ``t0`` [s] with ``n`` steps, ``T`` the step
+duration and ``T_ss = (1 - double_support_ratio) T`` the swing time::
+
+    [t0, t0 + start_duration)                 double_support_start
+    step k: [t_k, t_k + T_ss)                 single_support_<stance side>
+            [t_k + T_ss, t_k + T)             double_support   (k < n - 1)
+    [t_{n-1} + T_ss, ... + stop_duration)     double_support_stop
+    afterwards                                standing
+
+with ``t_k = t0 + start_duration + k T``.  Before ``t0`` the phase is
+``standing``.  An *open* schedule (continuous walking whose end is not yet
+planned) has no stop phase: after its last step the robot stays in double
+support until the generator appends more steps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+from zmp_walker.config import WalkerConfig
+from zmp_walker.footsteps import Footstep, Side, other_side
+from zmp_walker.geometry import FootPose
+
+__all__ = ["Phase", "Schedule"]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One contact phase.
+
+    Attributes:
+        name: ``standing``, ``double_support_start``, ``single_support_left``
+            (left foot supports, right swings), ``single_support_right``,
+            ``double_support``, ``double_support_stop``.
+        t_start, t_end: phase interval [s].
+        support: feet in contact.
+        step: index of the swinging step (single support), of the step that
+            just landed (double support), ``None`` otherwise.
+        feet: sole poses of the feet at the start of the phase.
+    """
+
+    name: str
+    t_start: float
+    t_end: float
+    support: tuple[Side, ...]
+    step: int | None
+    feet: dict
+
+    @property
+    def is_single_support(self) -> bool:
+        return len(self.support) == 1
+
+
+class Schedule:
+    """Timed footsteps and contact phases of one walk.
+
+    Args:
+        config: durations.
+        t0: time the walk starts (beginning of the initial double support) [s].
+        feet: sole poses before the first step.
+        steps: footsteps in order (their times are recomputed).
+        final: whether the last step ends the walk (stop phase follows).
+    """
+
+    def __init__(self, config: WalkerConfig, t0: float, feet: dict[Side, FootPose], steps, final: bool):
+        self.config = config
+        self.t0 = float(t0)
+        self.final = bool(final)
+        T, T_ss = config.step_duration, config.single_support_duration
+        t_first = self.t0 + config.start_duration
+        self.steps: tuple[Footstep, ...] = tuple(
+            s.timed(t_first + k * T, t_first + k * T + T_ss) for k, s in enumerate(steps)
+        )
+        # feet_before[k]: sole poses before step k lifts off; feet_before[n]: after the walk
+        self.feet_before: list[dict[Side, FootPose]] = [dict(feet)]
+        for s in self.steps:
+            nxt = dict(self.feet_before[-1])
+            nxt[s.side] = s.pose
+            self.feet_before.append(nxt)
+        both = ("left", "right")
+        phases = [Phase("standing", -math.inf, self.t0, both, None, self.feet_before[0])]
+        phases.append(Phase("double_support_start", self.t0, t_first, both, None, self.feet_before[0]))
+        n = len(self.steps)
+        for k, s in enumerate(self.steps):
+            stance = other_side(s.side)
+            phases.append(Phase(f"single_support_{stance}", s.t_start, s.t_end, (stance,), k, self.feet_before[k]))
+            if k < n - 1:
+                phases.append(Phase("double_support", s.t_end, s.t_start + T, both, k, self.feet_before[k + 1]))
+        t_last = self.steps[-1].t_end if n else t_first
+        if self.final:
+            self.end_time = t_last + config.stop_duration
+            phases.append(Phase("double_support_stop", t_last, self.end_time, both, n - 1 if n else None,
+                                self.feet_before[n]))
+            phases.append(Phase("standing", self.end_time, math.inf, both, None, self.feet_before[n]))
+        else:
+            self.end_time = math.inf
+            phases.append(Phase("double_support", t_last, math.inf, both, n - 1 if n else None, self.feet_before[n]))
+        self.phases: tuple[Phase, ...] = tuple(phases)
+        self._starts = [p.t_start for p in self.phases]
+
+    @property
+    def planned_until(self) -> float:
+        """Touchdown time of the last planned step [s] (``t0 + start`` if none)."""
+        return self.steps[-1].t_end if self.steps else self.t0 + self.config.start_duration
+
+    @property
+    def final_feet(self) -> dict[Side, FootPose]:
+        """Sole poses after the last planned step."""
+        return self.feet_before[-1]
+
+    def phase_index(self, t: float) -> int:
+        """Index in :attr:`phases` of the phase containing ``t`` [s]."""
+        return max(bisect.bisect_right(self._starts, t) - 1, 0)
+
+    def phase_at(self, t: float) -> Phase:
+        """The contact phase at time ``t`` [s]."""
+        return self.phases[self.phase_index(t)]
+
+    def contacts_at(self, t: float) -> dict[Side, bool]:
+        """Whether each foot is in contact at ``t`` [s]."""
+        support = self.phase_at(t).support
+        return {"left": "left" in support, "right": "right" in support}
+
+    def steps_completed(self, t: float) -> int:
+        """Number of steps whose touchdown time is <= ``t`` [s]."""
+        return sum(1 for s in self.steps if s.t_end <= t)
+
+    def steps_after(self, t: float) -> tuple[Footstep, ...]:
+        """Steps not yet landed at ``t`` [s] (including the one in swing)."""
+        return tuple(s for s in self.steps if s.t_end > t)
