@@ -183,6 +183,11 @@ def _convert(tp: Any, value: Any, source: str, path: str) -> Any:
     if tp is Any:
         return value
     if tp is float:
+        if isinstance(value, str):  # PyYAML (YAML 1.1) reads "1e-6" as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{source}: '{where}' must be a number, got {value!r}")
         value = float(value)

@@ -1,0 +1,180 @@
+"""Whole-body controller configuration: ``config/wbc.yaml`` -> frozen dataclasses.
+
+The hierarchy is a list of strict priority levels; each level holds named
+tasks with a weight (relative importance inside the level) and PD gains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from whole_body_control import yaml_config
+from whole_body_control.errors import ConfigError
+
+TaskType = Literal["com", "frame", "posture", "angular_momentum", "force_regularization"]
+
+#: Symbolic frame names resolved against the robot config.
+FRAME_ALIASES = ("left_foot", "right_foot", "torso", "base")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """One task.
+
+    ``kp`` [1/s^2] and ``kd`` [1/s] are PD gains on the task error; the task
+    asks for ``a_ref + kp * e + kd * de``.  ``weight`` [-] scales the task's
+    squared residual inside its level.  ``frame`` (frame tasks) is a URDF frame
+    name or one of ``left_foot``, ``right_foot``, ``torso``, ``base``;
+    ``mask`` selects the controlled axes (x, y, z, roll, pitch, yaw).
+    """
+
+    type: TaskType
+    weight: float = field(default=1.0, metadata={"ge": 0.0})
+    kp: float = field(default=0.0, metadata={"ge": 0.0})
+    kd: float | None = field(default=None, metadata={"ge": 0.0})  # None: 2 sqrt(kp), critical damping
+    frame: str | None = None
+    mask: tuple[bool, bool, bool, bool, bool, bool] = (True, True, True, True, True, True)
+
+    def validate(self) -> None:
+        if self.type == "frame" and not self.frame:
+            raise ConfigError("a task of type 'frame' needs 'frame'")
+        if self.type != "frame" and self.frame is not None:
+            raise ConfigError(f"'frame' is only for tasks of type 'frame', not '{self.type}'")
+        if not any(self.mask):
+            raise ConfigError("'mask' selects no axis")
+
+    @property
+    def kd_value(self) -> float:
+        return 2.0 * self.kp**0.5 if self.kd is None else self.kd
+
+
+@dataclass(frozen=True)
+class LevelConfig:
+    """A strict priority level: tasks solved together, weighted."""
+
+    tasks: dict[str, TaskConfig]
+
+    def validate(self) -> None:
+        if not self.tasks:
+            raise ConfigError("a level has no task")
+
+
+@dataclass(frozen=True)
+class ContactConfig:
+    """6D foot contacts.
+
+    mu: friction coefficient [-] (None: the robot config's ``friction``).
+    f_min / f_max: normal force bounds [N] of an established contact.
+    transition_time: force ramp duration when a contact is added or removed [s].
+    kd: velocity feedback on the contact acceleration constraint [1/s].
+    yaw_friction: ratio of the yaw torque bound to mu * fz * min half sole size [-].
+    """
+
+    mu: float | None = field(default=None, metadata={"gt": 0.0})
+    f_min: float = field(default=5.0, metadata={"ge": 0.0})
+    f_max: float = field(default=3000.0, metadata={"gt": 0.0})
+    transition_time: float = field(default=0.05, metadata={"ge": 0.0})
+    kd: float = field(default=0.0, metadata={"ge": 0.0})
+    yaw_friction: float = field(default=0.5, metadata={"ge": 0.0})
+
+    def validate(self) -> None:
+        if self.f_min >= self.f_max:
+            raise ConfigError(f"f_min ({self.f_min}) must be below f_max ({self.f_max})")
+
+
+@dataclass(frozen=True)
+class SolverConfig:
+    """proxsuite settings and the hierarchy's numerical tolerances."""
+
+    eps_abs: float = field(default=1e-7, metadata={"gt": 0.0})
+    max_iter: int = field(default=200, metadata={"gt": 0})
+    regularization: float = field(default=1e-8, metadata={"ge": 0.0})  # Tikhonov on each level [-]
+    rank_tolerance: float = field(default=1e-7, metadata={"gt": 0.0})  # relative singular value cut
+    joint_limit_horizon: float = field(default=0.05, metadata={"gt": 0.0})  # [s] for acceleration bounds
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    """Fallback ladder and output guards.
+
+    max_reuse_ticks: ticks the last good solution is reused after a failure.
+    max_com_height: CoM references above this height are clamped [m] (None: 1.2 x reference).
+    support_margin: CoM reference kept this far inside the support polygon [m].
+    dynamics_tolerance: residual of M a + h - S^T tau - J^T f above which a solution is rejected.
+    """
+
+    max_reuse_ticks: int = field(default=20, metadata={"ge": 0})
+    max_com_height: float | None = field(default=None, metadata={"gt": 0.0})
+    support_margin: float = field(default=0.01, metadata={"ge": 0.0})
+    dynamics_tolerance: float = field(default=1e-6, metadata={"gt": 0.0})
+
+
+@dataclass(frozen=True)
+class WbcConfig:
+    """Contents of ``config/wbc.yaml``."""
+
+    levels: dict[str, LevelConfig]  # name -> level, highest priority first
+    contacts: ContactConfig = field(default_factory=ContactConfig)
+    solver: SolverConfig = field(default_factory=SolverConfig)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    control_period: float = field(default=0.001, metadata={"gt": 0.0})  # [s]
+
+    def validate(self) -> None:
+        if not self.levels:
+            raise ConfigError("'levels' is empty")
+        names = set()
+        for level in self.levels.values():
+            for name in level.tasks:
+                if name in names:
+                    raise ConfigError(f"task name '{name}' appears in two levels")
+                names.add(name)
+
+    def task(self, name: str) -> TaskConfig:
+        for level in self.levels.values():
+            if name in level.tasks:
+                return level.tasks[name]
+        raise ConfigError(f"no task '{name}'{yaml_config.closest_key(name, self.task_names())}")
+
+    def task_names(self) -> list[str]:
+        return [n for level in self.levels.values() for n in level.tasks]
+
+    def level_of(self, name: str) -> int:
+        for i, level in enumerate(self.levels.values()):
+            if name in level.tasks:
+                return i
+        raise ConfigError(f"no task '{name}'{yaml_config.closest_key(name, self.task_names())}")
+
+
+def default_path() -> Path:
+    from whole_body_control.robot import share_dir
+
+    return share_dir() / "config" / "wbc.yaml"
+
+
+def load_wbc_config(path: str | Path | None = None, robot: str | None = None) -> WbcConfig:
+    """Load ``config/wbc.yaml`` (or ``path``).
+
+    The file holds the base hierarchy; a top-level ``robots: {name: {...}}``
+    section overlays per-robot values (mappings merge, lists replace).
+    """
+    path = Path(path) if path is not None else default_path()
+    data = yaml_config.read_yaml(path)
+    overlays = data.pop("robots", None) or {}
+    if not isinstance(overlays, dict):
+        raise ConfigError(f"{path}: 'robots' must be a mapping of robot name to overrides")
+    if robot is not None and robot in overlays:
+        data = merge(data, overlays[robot])
+    return yaml_config.from_dict(WbcConfig, data, str(path))
+
+
+def merge(base: dict, overlay: dict) -> dict:
+    """Recursive merge: mappings merge, anything else replaces."""
+    out = dict(base)
+    for key, value in (overlay or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,153 @@
+"""6D foot contacts: rigid-contact constraint, friction cone, CoP and normal force bounds.
+
+The contact wrench ``f = [fx fy fz tx ty tz]`` acts at the sole frame origin
+and is expressed in the sole frame (z along the ground normal).  Its rows
+enter the dynamics as ``J_local^T f``.
+
+Unilateral and friction constraints (``F f <= 0`` plus normal bounds)::
+
+    |fx|, |fy| <= mu / sqrt(2) * fz          inner pyramid of the friction cone
+    y_min fz <= tx <= y_max fz                CoP inside the sole: py = tx / fz
+    -x_max fz <= ty <= -x_min fz                                px = -ty / fz
+    |tz| <= mu_z fz                           yaw friction
+    fz_min(t) <= fz <= fz_max(t)              force ramp on add / remove
+
+Adding or removing a contact ramps ``fz_max`` over ``transition_time``: on
+removal the rigid constraint is kept until the ramp reaches zero load.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from whole_body_control.config import ContactConfig
+from whole_body_control.robot import Sole
+from whole_body_control.state import LOCAL, RobotState
+
+
+class Contact6D:
+    """A flat foot contact on sole frame ``frame_id`` with rectangle ``sole``."""
+
+    N_ROWS = 11
+
+    def __init__(self, name: str, frame_id: int, sole: Sole, mu: float, config: ContactConfig, weight_share: float):
+        self.name = name
+        self.frame_id = frame_id
+        self.sole = sole
+        self.config = config
+        self.weight_share = weight_share  # [N] a typical normal load, for ramps
+        self.active = True
+        self._ramp_start = None  # time a transition started, or None
+        self._ramp_kind = None  # "add" or "remove"
+        self._fz_at_removal = 0.0
+        self.set_mu(mu)
+
+    def set_mu(self, mu: float) -> None:
+        if not mu > 0.0:
+            raise ValueError(f"contact '{self.name}': friction coefficient must be > 0, got {mu}")
+        self.mu = mu
+        s = self.sole
+        mut = mu / math.sqrt(2.0)
+        muz = self.config.yaw_friction * mu * min(s.x_max - s.x_min, s.y_max - s.y_min) * 0.5
+        #            fx    fy    fz        tx    ty   tz
+        self.F = np.array(
+            [
+                [1.0, 0.0, -mut, 0.0, 0.0, 0.0],
+                [-1.0, 0.0, -mut, 0.0, 0.0, 0.0],
+                [0.0, 1.0, -mut, 0.0, 0.0, 0.0],
+                [0.0, -1.0, -mut, 0.0, 0.0, 0.0],
+                [0.0, 0.0, -s.y_max, 1.0, 0.0, 0.0],
+                [0.0, 0.0, s.y_min, -1.0, 0.0, 0.0],
+                [0.0, 0.0, -s.x_max, 0.0, -1.0, 0.0],
+                [0.0, 0.0, s.x_min, 0.0, 1.0, 0.0],
+                [0.0, 0.0, -muz, 0.0, 0.0, 1.0],
+                [0.0, 0.0, -muz, 0.0, 0.0, -1.0],
+                [0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+            ]
+        )
+
+    # -- schedule ---------------------------------------------------------------
+
+    def add(self, t: float) -> None:
+        """Start using the contact at time ``t`` [s]; the force bound ramps up."""
+        if self.active and self._ramp_kind != "remove":
+            return
+        self.active = True
+        self._ramp_kind, self._ramp_start = ("add", t) if self.config.transition_time > 0 else (None, None)
+
+    def remove(self, t: float, fz: float) -> None:
+        """Start releasing the contact at ``t`` [s] from normal load ``fz`` [N]."""
+        if not self.active or self._ramp_kind == "remove":
+            return
+        if self.config.transition_time <= 0:
+            self.active = False
+            self._ramp_kind = self._ramp_start = None
+            return
+        self._ramp_kind, self._ramp_start = "remove", t
+        self._fz_at_removal = max(fz, 0.0)
+
+    def update(self, t: float) -> None:
+        """Advance the ramp; a finished removal deactivates the contact."""
+        if self._ramp_kind is None:
+            return
+        if t - self._ramp_start >= self.config.transition_time:
+            if self._ramp_kind == "remove":
+                self.active = False
+            self._ramp_kind = self._ramp_start = None
+
+    @property
+    def in_transition(self) -> bool:
+        return self._ramp_kind is not None
+
+    @property
+    def removing(self) -> bool:
+        return self._ramp_kind == "remove"
+
+    def normal_bounds(self, t: float) -> tuple[float, float]:
+        """``(fz_min, fz_max)`` [N] at time ``t``."""
+        cfg = self.config
+        if self._ramp_kind is None:
+            return cfg.f_min, cfg.f_max
+        s = min(max((t - self._ramp_start) / cfg.transition_time, 0.0), 1.0)
+        if self._ramp_kind == "remove":
+            fz_max = (1.0 - s) * max(self._fz_at_removal, cfg.f_min)
+            return 0.0, fz_max
+        fz_max = cfg.f_min + s * (2.0 * self.weight_share)
+        return min(cfg.f_min, fz_max), fz_max
+
+    # -- rows -------------------------------------------------------------------
+
+    def motion_rows(self, state: RobotState) -> tuple[np.ndarray, np.ndarray]:
+        """Rigid contact ``J a = -J_dot v - kd J v``: returns ``(J, rhs)``, J in the sole (LOCAL) frame."""
+        J = state.jacobian(self.frame_id, LOCAL)
+        rhs = -state.drift(self.frame_id, LOCAL)
+        if self.config.kd > 0:
+            rhs -= self.config.kd * (J @ state.v)
+        return J, rhs
+
+    def force_bounds(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(F, lower, upper)`` for ``lower <= F f <= upper``."""
+        fz_min, fz_max = self.normal_bounds(t)
+        lower = np.full(self.N_ROWS, -np.inf)
+        upper = np.zeros(self.N_ROWS)
+        lower[-1], upper[-1] = fz_min, fz_max
+        return self.F, lower, upper
+
+    def check_wrench(self, f: np.ndarray, tol: float = 1e-6) -> list[str]:
+        """Violations of the true (circular) friction cone, the CoP and fz >= 0, as text."""
+        fx, fy, fz, tx, ty, _ = f
+        out = []
+        if fz < -tol:
+            out.append(f"{self.name}: negative normal force {fz:.3g} N")
+        if math.hypot(fx, fy) > self.mu * fz + tol:
+            out.append(f"{self.name}: tangential force {math.hypot(fx, fy):.3g} N > mu fz {self.mu * fz:.3g} N")
+        s = self.sole
+        if fz > tol:
+            px, py = -ty / fz, tx / fz
+            if not (s.x_min - 1e-6 <= px <= s.x_max + 1e-6 and s.y_min - 1e-6 <= py <= s.y_max + 1e-6):
+                out.append(f"{self.name}: CoP ({px:.4f}, {py:.4f}) outside the sole")
+        elif abs(tx) > tol or abs(ty) > tol:
+            out.append(f"{self.name}: torque without normal force")
+        return out

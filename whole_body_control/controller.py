@@ -1,0 +1,547 @@
+"""The prioritized whole-body controller: state + references -> joint torques.
+
+Inverse dynamics over ``x = [a, f_left, f_right]`` (accelerations ``nv``, one
+6D wrench per foot in its sole frame).  Torques are eliminated: the
+floating-base rows of ``M a + h = S^T tau + J^T f`` and the rigid contact
+constraints are hard equalities; torques are recovered from the actuated rows
+``tau = M_j a + h_j - J_j^T f`` and bounded through them.  Task levels are
+solved in strict priority (:mod:`whole_body_control.hqp`).
+
+Fallback ladder on a failed solve: drop the failing level and those below it
+("relaxed"); if the first task level or the hard constraints fail, reuse the
+last good torques for at most ``safety.max_reuse_ticks`` ticks ("reused");
+then joint damping with zero feed-forward ("damping").  Output torques are
+always finite and inside the limits.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whole_body_control import geometry
+from whole_body_control.config import FRAME_ALIASES, WbcConfig, load_wbc_config
+from whole_body_control.contacts import Contact6D
+from whole_body_control.errors import ConfigError, StateError
+from whole_body_control.hqp import HierarchicalQP, LevelFailure, Objective
+from whole_body_control.robot import RobotModel
+from whole_body_control.state import LOCAL as _LOCAL
+from whole_body_control.state import RobotState, check_state
+from whole_body_control.tasks import (
+    AngularMomentumTask,
+    ComTask,
+    ForceRegularizationTask,
+    FrameReference,
+    FrameTask,
+    PostureTask,
+    Task,
+)
+
+GRAVITY = 9.81
+SIDES = ("left", "right")
+
+
+@dataclass
+class Reference:
+    """What the controller tracks this tick (world frame, SI units).
+
+    Fields left ``None`` keep their previous value.  ``frames`` maps a frame
+    task's name (``left_foot``, ``torso`` ...) to its reference; ``contacts``
+    maps ``left``/``right`` to whether that foot should be in contact.
+    """
+
+    com_pos: np.ndarray | None = None
+    com_vel: np.ndarray | None = None
+    com_acc: np.ndarray | None = None
+    frames: dict[str, FrameReference] = field(default_factory=dict)
+    posture: np.ndarray | None = None  # actuated joint positions [rad]
+    contacts: dict[str, bool] | None = None
+
+
+@dataclass(frozen=True)
+class WbcResult:
+    """One tick's output.
+
+    tau: joint torques [N m] in ``robot.joint_names`` order.
+    a: generalized accelerations (nv,) of the solution (zeros in damping).
+    wrenches: contact wrench per foot [N, N m] in the sole frame.
+    status: "ok", "relaxed", "reused" or "damping".
+    reason: why the status is not "ok" ("" otherwise).
+    warnings: reference guards that acted this tick.
+    level_names / residuals: per task level, sqrt(sum w ||A x - b||^2).
+    task_residuals: per task, ||A x - b||.
+    dynamics_residual: ||M a + h - S^T tau - J^T f||.
+    solve_time: wall time of the hierarchical solve [s]; tick_time: whole cycle [s].
+    """
+
+    tau: np.ndarray
+    a: np.ndarray
+    wrenches: dict[str, np.ndarray]
+    status: str
+    reason: str
+    warnings: tuple[str, ...]
+    level_names: tuple[str, ...]
+    residuals: tuple[float, ...]
+    task_residuals: dict[str, float]
+    dynamics_residual: float
+    contacts: dict[str, bool]
+    iterations: int
+    solve_time: float
+    tick_time: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class WholeBodyController:
+    """Prioritized QP whole-body controller for ``robot``.
+
+    Args:
+        robot: the robot model.
+        config: the hierarchy; default ``config/wbc.yaml`` with the robot's overlay.
+        mu: friction coefficient override [-] (default: config, then robot).
+    """
+
+    def __init__(self, robot: RobotModel, config: WbcConfig | None = None, mu: float | None = None):
+        self.robot = robot
+        self.config = config if config is not None else load_wbc_config(robot=robot.name)
+        self.state = RobotState(robot)
+        self.nv, self.na = robot.nv, robot.na
+        self.n = self.nv + 12
+        # Wrenches enter the QP in units of the robot's weight: x = [a, f / (m g)], for conditioning.
+        self._fscale = robot.mass * GRAVITY
+        mu = mu if mu is not None else (self.config.contacts.mu or robot.config.friction)
+        share = robot.mass * GRAVITY / 2.0
+        self.contacts = {
+            side: Contact6D(side, robot.foot_frame_ids[side], robot.feet[side].sole, mu, self.config.contacts, share)
+            for side in SIDES
+        }
+        solver = self.config.solver
+        self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization, solver.rank_tolerance)
+        self._build_tasks()
+        self._tau_bound = robot.tau_max - 1e-4  # strictly inside, so clamping never alters a solution
+        self._last_tau: np.ndarray | None = None
+        self._reuse_count = 0
+        self._latched: str | None = None
+        self.time = 0.0
+        self._last_wrenches: dict[str, np.ndarray] | None = None
+        self._polygon_cache: tuple | None = None
+        self.reset(robot.q_ref)
+        self._com_z0 = float(self.state.com[2] - self._ground_height())  # reference CoM height [m]
+
+    # -- set-up ----------------------------------------------------------------
+
+    def _frame_id(self, name: str, task: str) -> int:
+        robot = self.robot
+        if name in ("left_foot", "right_foot"):
+            return robot.foot_frame_ids[name.split("_")[0]]
+        alias = {"torso": robot.config.torso_frame, "base": robot.config.base_frame}.get(name, name)
+        if not robot.model.existFrame(alias):
+            raise ConfigError(
+                f"task '{task}': unknown frame '{name}' (use {', '.join(FRAME_ALIASES)} or a frame of "
+                f"{robot.urdf_path.name})"
+            )
+        return robot.model.getFrameId(alias)
+
+    def _build_tasks(self) -> None:
+        self.levels: list[list[Task]] = []
+        self.level_names: list[str] = []
+        self.tasks: dict[str, Task] = {}
+        for level_name, level in self.config.levels.items():
+            tasks: list[Task] = []
+            for name, cfg in level.tasks.items():
+                if cfg.type == "com":
+                    task = ComTask(name, cfg, self.state.com)
+                elif cfg.type == "frame":
+                    fid = self._frame_id(cfg.frame, name)
+                    task = FrameTask(name, cfg, fid, FrameReference.from_se3(self.state.placement(fid)))
+                    task.side = next((s for s in SIDES if fid == self.robot.foot_frame_ids[s]), None)
+                elif cfg.type == "posture":
+                    task = PostureTask(name, cfg, self.robot.q_ref[7:], self.nv)
+                elif cfg.type == "angular_momentum":
+                    task = AngularMomentumTask(name, cfg)
+                else:
+                    task = ForceRegularizationTask(name, cfg)
+                tasks.append(task)
+                self.tasks[name] = task
+            self.levels.append(tasks)
+            self.level_names.append(level_name)
+
+    def reset(self, q: np.ndarray, v: np.ndarray | None = None, t: float = 0.0) -> None:
+        """Re-seed every reference at configuration ``q`` (standing, both feet in contact)."""
+        v = np.zeros(self.nv) if v is None else v
+        self.state.update(q, v)
+        self.time = t
+        for c in self.contacts.values():
+            c.active, c._ramp_kind, c._ramp_start = True, None, None
+        self._polygon_cache = None
+        for task in self.tasks.values():
+            if isinstance(task, FrameTask):
+                task.set_reference(FrameReference.from_se3(self.state.placement(task.frame_id)))
+            elif isinstance(task, PostureTask):
+                task.set_reference(q[7:])
+        # Hold the CoM where it is, kept inside the support polygon.
+        com = self.state.com.copy()
+        polygon = geometry.shrink(self.support_polygon(), self.config.safety.support_margin)
+        com[:2] = geometry.closest_point(polygon, com[:2])
+        for task in self.tasks.values():
+            if isinstance(task, ComTask):
+                task.set_reference(com)
+        self.hqp.reset()
+        self._last_tau = None
+        self._reuse_count = 0
+        self._latched = None
+
+    def set_mu(self, mu: float) -> None:
+        for c in self.contacts.values():
+            c.set_mu(mu)
+
+    def set_weight(self, task: str, weight: float) -> None:
+        if not (weight >= 0 and math.isfinite(weight)):
+            raise ConfigError(f"task '{task}': weight must be >= 0, got {weight}")
+        self._task(task).weight = weight
+
+    def set_gains(self, task: str, kp: float, kd: float | None = None) -> None:
+        if not (kp >= 0 and math.isfinite(kp)) or (kd is not None and not (kd >= 0 and math.isfinite(kd))):
+            raise ConfigError(f"task '{task}': gains must be finite and >= 0, got kp={kp} kd={kd}")
+        t = self._task(task)
+        t.kp = kp
+        t.kd = 2.0 * kp**0.5 if kd is None else kd
+
+    def _task(self, name: str) -> Task:
+        if name not in self.tasks:
+            from whole_body_control.yaml_config import closest_key
+
+            raise ConfigError(f"no task '{name}'{closest_key(name, self.tasks)}")
+        return self.tasks[name]
+
+    @property
+    def com_task(self) -> ComTask | None:
+        return next((t for t in self.tasks.values() if isinstance(t, ComTask)), None)
+
+    def latch_damping(self, reason: str) -> None:
+        """Enter damping until :meth:`reset` (fall, e-stop, stale state)."""
+        if self._latched is None:
+            self._latched = reason
+
+    @property
+    def latched(self) -> str | None:
+        return self._latched
+
+    # -- references -------------------------------------------------------------
+
+    def set_reference(self, ref: Reference) -> None:
+        com_task = self.com_task
+        if com_task is not None and ref.com_pos is not None:
+            com_task.set_reference(ref.com_pos, ref.com_vel, ref.com_acc)
+        for name, fref in ref.frames.items():
+            task = self.tasks.get(name)
+            if isinstance(task, FrameTask):
+                task.set_reference(fref)
+        if ref.posture is not None:
+            for task in self.tasks.values():
+                if isinstance(task, PostureTask):
+                    task.set_reference(ref.posture)
+        if ref.contacts is not None:
+            self.set_contacts(ref.contacts)
+
+    def set_contacts(self, wanted: dict[str, bool]) -> None:
+        """Add or remove foot contacts (with the force ramp) at the current time."""
+        for side, on in wanted.items():
+            c = self.contacts[side]
+            if on and (not c.active or c.removing):
+                c.add(self.time)
+            elif not on and c.active and not c.removing:
+                fz = self._last_wrenches[side][2] if self._last_wrenches else 0.0
+                c.remove(self.time, fz)
+
+    def support_polygon(self) -> np.ndarray:
+        """Convex hull (k x 2, world) of the soles in contact (cached while contacts hold)."""
+        key = tuple(c.active for c in self.contacts.values())
+        if self._polygon_cache is not None and self._polygon_cache[0] == key:
+            return self._polygon_cache[1]
+        pts = []
+        for c in self.contacts.values():
+            if c.active:
+                oMf = self.state.placement(c.frame_id)
+                pts.append((oMf.rotation @ c.sole.corners().T).T + oMf.translation)
+        polygon = geometry.convex_hull(np.vstack(pts)[:, :2]) if pts else np.zeros((0, 2))
+        self._polygon_cache = (key, polygon)
+        return polygon
+
+    def _guard_com(self, task: ComTask, warnings: list[str]) -> np.ndarray:
+        """Desired CoM acceleration, limited to what the contacts can produce."""
+        st = self.state
+        safety = self.config.safety
+        z_max = safety.max_com_height or self._ground_height() + 1.2 * self._com_z0
+        if task.pos[2] > z_max:
+            warnings.append(f"CoM reference height {task.pos[2]:.3g} m clamped to {z_max:.3g} m")
+            task.pos = task.pos.copy()
+            task.pos[2] = z_max
+        acc = task.desired_acceleration(st)
+        active = [c for c in self.contacts.values() if c.active]
+        if not active:
+            return acc
+        if acc[2] < -0.8 * GRAVITY:
+            warnings.append(f"CoM vertical acceleration {acc[2]:.3g} m/s^2 limited to -0.8 g")
+            acc[2] = -0.8 * GRAVITY
+        lift = GRAVITY + acc[2]
+        if acc[2] > GRAVITY:
+            warnings.append(f"CoM vertical acceleration {acc[2]:.3g} m/s^2 limited to 1 g")
+            acc[2] = GRAVITY
+            lift = 2 * GRAVITY
+        mu = min(c.mu for c in active) / math.sqrt(2.0)
+        horiz = float(np.hypot(acc[0], acc[1]))
+        if horiz > mu * lift:
+            warnings.append(f"CoM horizontal acceleration {horiz:.3g} m/s^2 limited by friction to {mu * lift:.3g}")
+            acc[:2] *= mu * lift / horiz
+        height = max(st.com[2] - self._ground_height(), 1e-3)
+        zmp = st.com[:2] - height / lift * acc[:2]
+        if not self._inside_a_sole(zmp):
+            poly = geometry.shrink(self.support_polygon(), safety.support_margin)
+            if geometry.signed_distance(poly, zmp) > 0:
+                target = geometry.closest_point(poly, zmp)
+                warnings.append("CoM acceleration limited: its ZMP would leave the support polygon")
+                acc[:2] = (st.com[:2] - target) * lift / height
+        return acc
+
+    def _ground_height(self) -> float:
+        zs = [self.state.placement(c.frame_id).translation[2] for c in self.contacts.values() if c.active]
+        return min(zs) if zs else 0.0
+
+    def _inside_a_sole(self, p: np.ndarray) -> bool:
+        m = self.config.safety.support_margin
+        for c in self.contacts.values():
+            if not c.active:
+                continue
+            oMf = self.state.placement(c.frame_id)
+            local = oMf.rotation[:2, :2].T @ (p - oMf.translation[:2])
+            s = c.sole
+            if s.x_min + m <= local[0] <= s.x_max - m and s.y_min + m <= local[1] <= s.y_max - m:
+                return True
+        return False
+
+    # -- the tick ---------------------------------------------------------------
+
+    def cycle(self, q: np.ndarray, v: np.ndarray, dt: float | None = None, reference: Reference | None = None) -> WbcResult:
+        """One control tick at state ``(q, v)`` (Pinocchio convention).
+
+        Args:
+            dt: time since the last tick [s] (default: the configured control period).
+            reference: new references, or None to keep the current ones.
+        """
+        t0 = time.perf_counter()
+        dt = self.config.control_period if dt is None else dt
+        self.time += dt
+        try:
+            check_state(self.robot, q, v)
+        except StateError as exc:
+            return self._damping(v, f"state rejected: {exc}", t0)
+        if self._latched is not None:
+            return self._damping(v, self._latched, t0)
+        if reference is not None:
+            self.set_reference(reference)
+        for c in self.contacts.values():
+            c.update(self.time)
+        self.state.update(q, v, check=False)
+        warnings: list[str] = []
+        try:
+            E, e, C, lower, upper, levels = self._build(warnings)
+        except Exception as exc:  # a reference that breaks the maths must not break the loop
+            return self._fallback(v, f"building the QP failed: {exc}", t0, warnings)
+        skip = None
+        status, reason = "ok", ""
+        while True:
+            try:
+                sol = self.hqp.solve(E, e, C, lower, upper, levels, skip_levels_from=skip)
+                result = self._finish(sol, status, reason, warnings, t0)
+                if result is not None:
+                    return result
+                failure = LevelFailure(len(levels) if skip is None else skip, "solution failed its checks")
+            except LevelFailure as exc:
+                failure = exc
+            except (ValueError, np.linalg.LinAlgError) as exc:
+                failure = LevelFailure(0, f"solver error: {exc}")
+            if failure.level >= 2:
+                skip = failure.level - 1
+                status = "relaxed"
+                reason = f"{failure.reason}; relaxed level '{self.level_names[skip]}' and below"
+                continue
+            return self._fallback(v, failure.reason, t0, warnings)
+
+    def _build(self, warnings: list[str]):
+        st = self.state
+        nv, na, n = self.nv, self.na, self.n
+        contacts = [self.contacts[s] for s in SIDES]
+        Js = [st.jacobian(c.frame_id, _LOCAL) for c in contacts]
+        # Hard equalities: floating-base dynamics, contact constraints, zero wrench of a free foot.
+        rows_E = []
+        rhs_E = []
+        base = np.zeros((6, n))
+        base[:, :nv] = st.M[:6]
+        for k, J in enumerate(Js):
+            base[:, nv + 6 * k : nv + 6 * k + 6] = -J[:, :6].T
+        rows_E.append(base)
+        rhs_E.append(-st.h[:6])
+        for k, c in enumerate(contacts):
+            row = np.zeros((6, n))
+            if c.active:
+                J, rhs = c.motion_rows(st)
+                row[:, :nv] = J
+                rows_E.append(row)
+                rhs_E.append(rhs)
+            else:
+                row[:, nv + 6 * k : nv + 6 * k + 6] = np.eye(6)
+                rows_E.append(row)
+                rhs_E.append(np.zeros(6))
+        E = np.vstack(rows_E)
+        e = np.concatenate(rhs_E)
+        E[:, nv:] *= self._fscale
+        # Inequalities: torque limits, friction and CoP, joint position limits.
+        n_active = sum(c.active for c in contacts)
+        C = np.zeros((na + 11 * n_active + na, n))
+        lower = np.empty(C.shape[0])
+        upper = np.empty(C.shape[0])
+        C[:na, :nv] = st.M[6:]
+        for k, J in enumerate(Js):
+            C[:na, nv + 6 * k : nv + 6 * k + 6] = -J[:, 6:].T
+        lower[:na] = -self._tau_bound - st.h[6:]
+        upper[:na] = self._tau_bound - st.h[6:]
+        r = na
+        for k, c in enumerate(contacts):
+            if not c.active:
+                continue
+            F, lo, up = c.force_bounds(self.time)
+            C[r : r + 11, nv + 6 * k : nv + 6 * k + 6] = F
+            lower[r : r + 11], upper[r : r + 11] = lo, up
+            r += 11
+        C[r:, 6:nv] = np.eye(na)
+        lower[r:], upper[r:] = self._acceleration_bounds()
+        C[:, nv:] *= self._fscale
+        # Task levels.
+        levels = []
+        for tasks in self.levels:
+            objectives = []
+            for task in tasks:
+                if not task.enabled or task.weight <= 0:
+                    continue
+                if isinstance(task, ForceRegularizationTask):
+                    if n_active:
+                        objectives.append(self._force_objective(task, contacts, n_active))
+                    continue
+                if isinstance(task, FrameTask) and task.side is not None and self.contacts[task.side].active:
+                    continue  # the contact constraint holds this foot
+                if isinstance(task, ComTask):
+                    A_a, b = task.rows(st, self._guard_com(task, warnings))
+                else:
+                    A_a, b = task.rows(st)
+                A = np.zeros((A_a.shape[0], n))
+                A[:, :nv] = A_a
+                objectives.append(Objective(task.name, A, b, task.weight))
+            levels.append(objectives)
+        return E, e, C, lower, upper, levels
+
+    def _force_objective(self, task: Task, contacts: list[Contact6D], n_active: int) -> Objective:
+        A = np.zeros((6 * n_active, self.n))
+        b = np.zeros(6 * n_active)
+        r = 0
+        for k, c in enumerate(contacts):
+            if c.active:
+                A[r : r + 6, self.nv + 6 * k : self.nv + 6 * k + 6] = np.eye(6) * self._fscale
+                b[r + 2] = self.robot.mass * GRAVITY / n_active
+                r += 6
+        return Objective(task.name, A, b, task.weight)
+
+    def _acceleration_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Joint accelerations that stop at the position limits within the horizon."""
+        T = self.config.solver.joint_limit_horizon
+        q, v = self.state.q[7:], self.state.v[6:]
+        lo = 2.0 * (self.robot.q_lower - q - v * T) / (T * T)
+        hi = 2.0 * (self.robot.q_upper - q - v * T) / (T * T)
+        big = 1e6
+        lo = np.where(np.isfinite(lo), np.clip(lo, -big, big), -big)
+        hi = np.where(np.isfinite(hi), np.clip(hi, -big, big), big)
+        # Outside a limit already: allow the motion back inside, never an infeasible box.
+        lo = np.minimum(lo, hi - 1e-6)
+        lo = np.minimum(lo, 0.0)
+        hi = np.maximum(hi, 0.0)
+        return lo, hi
+
+    def _finish(self, sol, status: str, reason: str, warnings: list[str], t0: float) -> WbcResult | None:
+        st = self.state
+        nv = self.nv
+        x = sol.x
+        a = x[:nv]
+        fs = [x[nv : nv + 6] * self._fscale, x[nv + 6 : nv + 12] * self._fscale]
+        Js = [st.jacobian(self.contacts[s].frame_id, _LOCAL) for s in SIDES]
+        tau = st.M[6:] @ a + st.h[6:] - Js[0][:, 6:].T @ fs[0] - Js[1][:, 6:].T @ fs[1]
+        if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(x))):
+            return None
+        tau = np.clip(tau, -self.robot.tau_max, self.robot.tau_max)
+        full = st.M @ a + st.h - Js[0].T @ fs[0] - Js[1].T @ fs[1]
+        full[6:] -= tau
+        dyn = float(np.linalg.norm(full))
+        if dyn > self.config.safety.dynamics_tolerance * max(1.0, self.robot.mass):
+            return None
+        wrenches = {s: f.copy() for s, f in zip(SIDES, fs)}
+        self._last_wrenches = wrenches
+        self._last_tau = tau
+        self._reuse_count = 0
+        return WbcResult(
+            tau=tau,
+            a=a.copy(),
+            wrenches=wrenches,
+            status=status,
+            reason=reason,
+            warnings=tuple(warnings),
+            level_names=tuple(self.level_names),
+            residuals=sol.residuals,
+            task_residuals=sol.task_residuals,
+            dynamics_residual=dyn,
+            contacts={s: self.contacts[s].active for s in SIDES},
+            iterations=sol.iterations,
+            solve_time=sol.solve_time,
+            tick_time=time.perf_counter() - t0,
+        )
+
+    def _fallback(self, v: np.ndarray, reason: str, t0: float, warnings: list[str]) -> WbcResult:
+        if self._last_tau is not None and self._reuse_count < self.config.safety.max_reuse_ticks:
+            self._reuse_count += 1
+            return self._result(
+                self._last_tau.copy(), "reused", f"{reason}; reusing the last torques ({self._reuse_count})", t0, warnings
+            )
+        return self._damping(v, f"{reason}; joint damping", t0, warnings)
+
+    def _damping(self, v: np.ndarray, reason: str, t0: float, warnings: list[str] | None = None) -> WbcResult:
+        vj = np.asarray(v, dtype=float)[6:] if np.shape(v) == (self.nv,) else np.zeros(self.na)
+        vj = np.nan_to_num(vj, nan=0.0, posinf=0.0, neginf=0.0)
+        tau = np.clip(-self.robot.kd_safe * vj, -self.robot.tau_max, self.robot.tau_max)
+        self._last_tau = None
+        return self._result(tau, "damping", reason, t0, warnings or [])
+
+    def _result(self, tau, status, reason, t0, warnings) -> WbcResult:
+        return WbcResult(
+            tau=tau,
+            a=np.zeros(self.nv),
+            wrenches={s: np.zeros(6) for s in SIDES},
+            status=status,
+            reason=reason,
+            warnings=tuple(warnings),
+            level_names=tuple(self.level_names),
+            residuals=tuple(float("nan") for _ in self.level_names),
+            task_residuals={},
+            dynamics_residual=float("nan"),
+            contacts={s: self.contacts[s].active for s in SIDES},
+            iterations=0,
+            solve_time=0.0,
+            tick_time=time.perf_counter() - t0,
+        )
+
+    def damping_torques(self, v: np.ndarray) -> np.ndarray:
+        """Safe-mode torques ``-kd v`` (finite, inside limits) for velocity ``v``."""
+        return self._damping(v, "", time.perf_counter()).tau
+

@@ -1,0 +1,75 @@
+"""Planar geometry for support polygons (world x-y, metres)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def convex_hull(points: np.ndarray) -> np.ndarray:
+    """Counter-clockwise convex hull (k x 2) of 2D ``points`` (Andrew's monotone chain)."""
+    pts = np.unique(np.asarray(points, dtype=float)[:, :2], axis=0)
+    if len(pts) <= 2:
+        return pts
+
+    def cross(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    lower: list = []
+    for p in pts:
+        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
+            lower.pop()
+        lower.append(p)
+    upper: list = []
+    for p in pts[::-1]:
+        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
+            upper.pop()
+        upper.append(p)
+    return np.array(lower[:-1] + upper[:-1])
+
+
+def signed_distance(polygon: np.ndarray, point: np.ndarray) -> float:
+    """Distance [m] from ``point`` to the boundary of convex CCW ``polygon``: negative inside."""
+    p = np.asarray(point, dtype=float)[:2]
+    n = len(polygon)
+    if n == 0:
+        return float("inf")
+    if n == 1:
+        return float(np.linalg.norm(p - polygon[0]))
+    inside = True
+    best = float("inf")
+    for i in range(n):
+        a, b = polygon[i], polygon[(i + 1) % n]
+        ab = b - a
+        if (ab[0] * (p[1] - a[1]) - ab[1] * (p[0] - a[0])) < 0:
+            inside = False
+        t = np.clip(np.dot(p - a, ab) / max(np.dot(ab, ab), 1e-18), 0.0, 1.0)
+        best = min(best, float(np.linalg.norm(p - (a + t * ab))))
+    return -best if inside and n >= 3 else best
+
+
+def closest_point(polygon: np.ndarray, point: np.ndarray) -> np.ndarray:
+    """The point of convex CCW ``polygon`` (boundary included) closest to ``point``."""
+    p = np.asarray(point, dtype=float)[:2]
+    if signed_distance(polygon, p) <= 0:
+        return p.copy()
+    best, best_d = polygon[0], float("inf")
+    n = len(polygon)
+    for i in range(n):
+        a, b = polygon[i], polygon[(i + 1) % n]
+        ab = b - a
+        t = np.clip(np.dot(p - a, ab) / max(np.dot(ab, ab), 1e-18), 0.0, 1.0)
+        c = a + t * ab
+        d = float(np.linalg.norm(p - c))
+        if d < best_d:
+            best, best_d = c, d
+    return np.array(best, dtype=float)
+
+
+def shrink(polygon: np.ndarray, margin: float) -> np.ndarray:
+    """Move the vertices of a convex polygon toward its centroid by ``margin`` [m] (approximate inset)."""
+    if margin <= 0 or len(polygon) < 3:
+        return polygon
+    c = polygon.mean(axis=0)
+    d = polygon - c
+    norms = np.linalg.norm(d, axis=1, keepdims=True)
+    return c + d * np.maximum(norms - margin, 0.0) / np.maximum(norms, 1e-12)

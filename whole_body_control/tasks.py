@@ -1,0 +1,157 @@
+"""Tasks: each turns a reference and the current state into acceleration rows.
+
+A task asks for ``A a = b`` where ``a`` is the generalized acceleration
+(Pinocchio order, ``nv``).  With a task-space quantity ``y = f(q)`` of Jacobian
+``J`` and drift ``J_dot v``, a PD law gives::
+
+    A = J,   b = y_ddot_ref + kp * e + kd * e_dot - J_dot v
+
+Frame quantities are expressed in ``LOCAL_WORLD_ALIGNED``: origin velocity and
+angular velocity in world coordinates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pinocchio as pin
+
+from whole_body_control.config import TaskConfig
+from whole_body_control.state import RobotState
+
+
+@dataclass
+class FrameReference:
+    """Desired placement and motion of a frame, world coordinates, SI units."""
+
+    pos: np.ndarray
+    rot: np.ndarray = field(default_factory=lambda: np.eye(3))
+    lin_vel: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    ang_vel: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    lin_acc: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    ang_acc: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    @classmethod
+    def from_se3(cls, placement: pin.SE3) -> FrameReference:
+        return cls(placement.translation.copy(), placement.rotation.copy())
+
+
+class Task:
+    """Base class: name, weight [-], gains kp [1/s^2] and kd [1/s]."""
+
+    def __init__(self, name: str, config: TaskConfig):
+        self.name = name
+        self.config = config
+        self.weight = config.weight
+        self.kp = config.kp
+        self.kd = config.kd_value
+        self.enabled = True
+
+    def rows(self, state: RobotState) -> tuple[np.ndarray, np.ndarray]:
+        """``(A, b)`` with ``A`` of shape (m, nv) and ``b`` of shape (m,)."""
+        raise NotImplementedError
+
+    def error(self, state: RobotState) -> np.ndarray:
+        """Task-space position error (reference minus current)."""
+        raise NotImplementedError
+
+
+class ComTask(Task):
+    """Centre of mass position [m]."""
+
+    def __init__(self, name: str, config: TaskConfig, com: np.ndarray):
+        super().__init__(name, config)
+        self.set_reference(com)
+
+    def set_reference(self, pos, vel=None, acc=None) -> None:
+        self.pos = np.asarray(pos, dtype=float).copy()
+        self.vel = np.zeros(3) if vel is None else np.asarray(vel, dtype=float)
+        self.acc = np.zeros(3) if acc is None else np.asarray(acc, dtype=float)
+
+    def error(self, state: RobotState) -> np.ndarray:
+        return self.pos - state.com
+
+    def desired_acceleration(self, state: RobotState) -> np.ndarray:
+        return self.acc + self.kp * (self.pos - state.com) + self.kd * (self.vel - state.vcom)
+
+    def rows(self, state: RobotState, acc: np.ndarray | None = None):
+        if acc is None:
+            acc = self.desired_acceleration(state)
+        return state.Jcom, acc - state.com_drift
+
+
+class FrameTask(Task):
+    """SE3 placement of a frame; ``mask`` keeps a subset of (x, y, z, roll, pitch, yaw)."""
+
+    def __init__(self, name: str, config: TaskConfig, frame_id: int, reference: FrameReference):
+        super().__init__(name, config)
+        self.frame_id = frame_id
+        self.mask = np.array(config.mask, dtype=bool)
+        self.reference = reference
+
+    def set_reference(self, reference: FrameReference) -> None:
+        self.reference = reference
+
+    def error(self, state: RobotState) -> np.ndarray:
+        oMf = state.placement(self.frame_id)
+        ref = self.reference
+        e = np.empty(6)
+        e[:3] = ref.pos - oMf.translation
+        e[3:] = pin.log3(ref.rot @ oMf.rotation.T)
+        return e
+
+    def rows(self, state: RobotState):
+        ref = self.reference
+        e = self.error(state)
+        vel = state.velocity(self.frame_id)
+        de = np.concatenate([ref.lin_vel, ref.ang_vel]) - vel
+        acc = np.concatenate([ref.lin_acc, ref.ang_acc])
+        b = acc + self.kp * e + self.kd * de - state.drift(self.frame_id)
+        J = state.jacobian(self.frame_id)
+        if self.mask.all():
+            return J, b
+        return J[self.mask], b[self.mask]
+
+
+class PostureTask(Task):
+    """Joint positions [rad] of the actuated joints."""
+
+    def __init__(self, name: str, config: TaskConfig, q_ref: np.ndarray, nv: int):
+        super().__init__(name, config)
+        self.q_ref = np.asarray(q_ref, dtype=float).copy()
+        self.A = np.zeros((nv - 6, nv))
+        self.A[:, 6:] = np.eye(nv - 6)
+
+    def set_reference(self, q_ref: np.ndarray) -> None:
+        self.q_ref = np.asarray(q_ref, dtype=float).copy()
+
+    def error(self, state: RobotState) -> np.ndarray:
+        return self.q_ref - state.q[7:]
+
+    def rows(self, state: RobotState):
+        return self.A, self.kp * (self.q_ref - state.q[7:]) - self.kd * state.v[6:]
+
+
+class AngularMomentumTask(Task):
+    """Centroidal angular momentum [kg m^2/s], driven to a reference (zero by default)."""
+
+    def __init__(self, name: str, config: TaskConfig):
+        super().__init__(name, config)
+        self.L_ref = np.zeros(3)
+
+    def error(self, state: RobotState) -> np.ndarray:
+        return self.L_ref - state.hg[3:]
+
+    def rows(self, state: RobotState):
+        return state.Ag[3:], self.kd * (self.L_ref - state.hg[3:]) - state.hg_drift[3:]
+
+
+class ForceRegularizationTask(Task):
+    """Keeps contact wrenches near an even share of the weight (acts on wrenches, not accelerations)."""
+
+    def rows(self, state: RobotState):  # pragma: no cover - handled by the formulation
+        raise TypeError("ForceRegularizationTask acts on contact wrenches; the formulation builds its rows")
+
+    def error(self, state: RobotState) -> np.ndarray:
+        return np.zeros(0)
