@@ -176,6 +176,7 @@ class PatternGenerator:
         self._swing: dict[int, SwingTrajectory] = {}
         self._stance_refs: dict[tuple, FootRef] = {}
         self._touchdowns: list[float] = []
+        self._nominal: list[np.ndarray] = []
         self._upcoming_cache: tuple = (-1, ())
 
     # -- commands -------------------------------------------------------------
@@ -273,10 +274,17 @@ class PatternGenerator:
             new = self.footsteps.from_velocity(feet, 2, *arg, first=next_side, close=False)
         if not walking and not new:
             return
-        self._set_schedule(Schedule(self.config, t0, old.feet_before[0] if walking else feet, kept + new, final))
+        nominal = self._nominal[: len(kept)] if walking else []
+        self._set_schedule(Schedule(self.config, t0, old.feet_before[0] if walking else feet, kept + new, final),
+                           nominal + [s.position[:2] for s in new])
         self._idle = False
 
-    def _set_schedule(self, schedule: Schedule) -> None:
+    def _set_schedule(self, schedule: Schedule, nominal: list | None = None) -> None:
+        """Install ``schedule``; ``nominal`` are the planned step positions (xy) when it comes from planning."""
+        if nominal is not None:
+            self._nominal = nominal
+            if hasattr(self.planner, "nominal_steps"):
+                self.planner.nominal_steps = nominal
         self._schedule = schedule
         self._reference = ZmpReference(schedule, self.soles, self.config.zmp_margin)
         self._swing.clear()
@@ -292,7 +300,8 @@ class PatternGenerator:
         feet = s.final_feet
         side = other_side(s.steps[-1].side) if s.steps else None
         new = self.footsteps.from_velocity(feet, 2, *self._velocity, first=side, close=False)
-        self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], list(s.steps) + new, final=False))
+        self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], list(s.steps) + new, final=False),
+                           self._nominal + [st.position[:2] for st in new])
 
     def _advance(self, t: float) -> None:
         """Run the CoM planner up to the last grid point <= t."""
@@ -307,10 +316,21 @@ class PatternGenerator:
             self._jerk = np.zeros(2)
             return
         self._extend(self._t_plan)
+        if hasattr(self.planner, "velocity_ref"):
+            self.planner.velocity_ref = self._world_velocity()
         self._jerk = self.planner.update(self._t_plan, self._x, self._reference)
         moved = getattr(self.planner, "moved_steps", None)
         if moved:
             self._move_steps(moved)
+
+    def _world_velocity(self) -> np.ndarray | None:
+        """Commanded CoM velocity in the world (2,) [m/s], heading of the current feet; None if no command."""
+        if self._velocity is None:
+            return None
+        feet = self._schedule.phase_at(self._t_plan).feet
+        yaw = 0.5 * (feet["left"].yaw + feet["right"].yaw)
+        vx, vy, _ = self._velocity
+        return np.array([math.cos(yaw) * vx - math.sin(yaw) * vy, math.sin(yaw) * vx + math.cos(yaw) * vy])
 
     def _move_steps(self, moved: dict[int, np.ndarray]) -> None:
         """Apply footstep positions chosen by the MPC (steps not yet lifted off)."""

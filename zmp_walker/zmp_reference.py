@@ -57,19 +57,30 @@ class ZmpReference:
         def mid(feet):
             return 0.5 * (sole_center(feet["left"], soles["left"]) + sole_center(feet["right"], soles["right"]))
 
-        times, points = [schedule.t0, schedule.t0 + START_HOLD * cfg.start_duration], [mid(feet0), mid(feet0)]
+        # a breakpoint is a weighted sum of sole centres; a source is (step index or None, side),
+        # None meaning the foot's pose before the walk (kept for the MPC with footstep variables)
+        last: dict[Side, int | None] = {"left": None, "right": None}
+        both = (((None, "left"), 0.5), ((None, "right"), 0.5))
+        times = [schedule.t0, schedule.t0 + START_HOLD * cfg.start_duration]
+        points = [mid(feet0), mid(feet0)]
+        sources = [both, both]
         for k, s in enumerate(schedule.steps):
             stance = other_side(s.side)
             c = sole_center(schedule.feet_before[k][stance], soles[stance])
             times += [s.t_start, s.t_end]
             points += [c, c]
+            sources += [(((last[stance], stance), 1.0),)] * 2
+            last[s.side] = k
         if schedule.final and schedule.steps:
             times.append(schedule.steps[-1].t_end + 0.5 * cfg.stop_duration)
             points.append(mid(schedule.final_feet))
+            sources.append((((last["left"], "left"), 0.5), ((last["right"], "right"), 0.5)))
         elif schedule.steps:  # open schedule: move onto the last landed foot and hold
-            last = schedule.steps[-1]
-            times.append(last.t_end + cfg.double_support_duration)
-            points.append(sole_center(last.pose, soles[last.side]))
+            last_step = schedule.steps[-1]
+            times.append(last_step.t_end + cfg.double_support_duration)
+            points.append(sole_center(last_step.pose, soles[last_step.side]))
+            sources.append((((len(schedule.steps) - 1, last_step.side), 1.0),))
+        self.sources: list[tuple] = sources
         self.times = np.array(times)
         self.points = np.array(points)
         self._times = [float(v) for v in times]
