@@ -31,9 +31,7 @@ def integrate(x: np.ndarray, u, tau: float) -> np.ndarray:
     """Exact state after ``tau`` [s] of constant jerk ``u`` from ``x`` ((3,) or (3, n))."""
     c, v, a = x[0], x[1], x[2]
     tau2 = tau * tau
-    return np.array(
-        [c + v * tau + a * tau2 / 2.0 + u * tau2 * tau / 6.0, v + a * tau + u * tau2 / 2.0, a + u * tau]
-    )
+    return np.array([c + v * tau + a * tau2 / 2.0 + u * tau2 * tau / 6.0, v + a * tau + u * tau2 / 2.0, a + u * tau])
 
 
 def zmp(x: np.ndarray, z_c: float, g: float) -> np.ndarray:

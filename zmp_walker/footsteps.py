@@ -161,8 +161,14 @@ class FootstepPlanner:
     # -- sequences ----------------------------------------------------------
 
     def from_velocity(
-        self, feet: dict[Side, FootPose], n_steps: int, vx: float, vy: float = 0.0, yaw_rate: float = 0.0,
-        first: Side | None = None, close: bool = True,
+        self,
+        feet: dict[Side, FootPose],
+        n_steps: int,
+        vx: float,
+        vy: float = 0.0,
+        yaw_rate: float = 0.0,
+        first: Side | None = None,
+        close: bool = True,
     ) -> list[Footstep]:
         """``n_steps`` untimed steps for a constant velocity command.
 
@@ -193,8 +199,13 @@ class FootstepPlanner:
         return {"left": mid.compose(0.0, half, 0.0), "right": mid.compose(0.0, -half, 0.0)}
 
     def to_goal(
-        self, feet: dict[Side, FootPose], x: float, y: float, yaw: float,
-        tol: float = 1e-3, max_steps: int = 400,
+        self,
+        feet: dict[Side, FootPose],
+        x: float,
+        y: float,
+        yaw: float,
+        tol: float = 1e-3,
+        max_steps: int = 400,
     ) -> list[Footstep]:
         """Untimed steps that bring the feet midpoint to ``(x, y)`` [m] with heading ``yaw`` [rad].
 
@@ -214,7 +225,8 @@ class FootstepPlanner:
         mid_yaw = 0.5 * (feet["left"].yaw + feet["right"].yaw)
         mid = FootPose(0.5 * (feet["left"].position + feet["right"].position), mid_yaw)
         rel = mid.to_local((x, y))
-        side = self.first_side(rel[1] if abs(rel[1]) > tol else 0.0, _wrap(yaw - mid_yaw) if abs(_wrap(yaw - mid_yaw)) > tol else 0.0)
+        turn = _wrap(yaw - mid_yaw)
+        side = self.first_side(rel[1] if abs(rel[1]) > tol else 0.0, turn if abs(turn) > tol else 0.0)
         steps: list[Footstep] = []
         while not done():
             if len(steps) >= max_steps:

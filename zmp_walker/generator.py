@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -131,8 +131,15 @@ class PatternGenerator:
         left_sole, right_sole: sole rectangles in the sole frames [m].
     """
 
-    def __init__(self, config: WalkerConfig, left_foot: FootPose, right_foot: FootPose, com: np.ndarray,
-                 left_sole: SoleRect, right_sole: SoleRect):
+    def __init__(
+        self,
+        config: WalkerConfig,
+        left_foot: FootPose,
+        right_foot: FootPose,
+        com: np.ndarray,
+        left_sole: SoleRect,
+        right_sole: SoleRect,
+    ):
         config.validate()
         self.config = config
         com = np.asarray(com, dtype=float).reshape(-1)
@@ -275,8 +282,10 @@ class PatternGenerator:
         if not walking and not new:
             return
         nominal = self._nominal[: len(kept)] if walking else []
-        self._set_schedule(Schedule(self.config, t0, old.feet_before[0] if walking else feet, kept + new, final),
-                           nominal + [s.position[:2] for s in new])
+        self._set_schedule(
+            Schedule(self.config, t0, old.feet_before[0] if walking else feet, kept + new, final),
+            nominal + [s.position[:2] for s in new],
+        )
         self._idle = False
 
     def _set_schedule(self, schedule: Schedule, nominal: list | None = None) -> None:
@@ -300,8 +309,10 @@ class PatternGenerator:
         feet = s.final_feet
         side = other_side(s.steps[-1].side) if s.steps else None
         new = self.footsteps.from_velocity(feet, 2, *self._velocity, first=side, close=False)
-        self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], list(s.steps) + new, final=False),
-                           self._nominal + [st.position[:2] for st in new])
+        self._set_schedule(
+            Schedule(self.config, s.t0, s.feet_before[0], list(s.steps) + new, final=False),
+            self._nominal + [st.position[:2] for st in new],
+        )
 
     def _advance(self, t: float) -> None:
         """Run the CoM planner up to the last grid point <= t."""
@@ -391,8 +402,17 @@ class PatternGenerator:
             zmp_cmd = zmp_ref
         feet = {"left": self._foot_ref("left", phase, index, t), "right": self._foot_ref("right", phase, index, t)}
         return WalkerReference(
-            time=float(t), phase=phase.name, com_pos=com_pos, com_vel=com_vel, com_acc=com_acc, feet=feet,
-            zmp_ref=zmp_ref, zmp_cmd=zmp_cmd, dcm_ref=dcm_ref, upcoming_footsteps=self._upcoming(t), omega=w,
+            time=float(t),
+            phase=phase.name,
+            com_pos=com_pos,
+            com_vel=com_vel,
+            com_acc=com_acc,
+            feet=feet,
+            zmp_ref=zmp_ref,
+            zmp_cmd=zmp_cmd,
+            dcm_ref=dcm_ref,
+            upcoming_footsteps=self._upcoming(t),
+            omega=w,
         )
 
     def _upcoming(self, t: float) -> tuple:
@@ -412,10 +432,12 @@ class PatternGenerator:
                 swing = SwingTrajectory(phase.feet[side], step.pose, step.t_start, step.t_end, self.config.step_height)
                 self._swing = {k: swing}
             s = swing(t)
-            R = np.array([[math.cos(s.yaw), -math.sin(s.yaw), 0.0], [math.sin(s.yaw), math.cos(s.yaw), 0.0],
-                          [0.0, 0.0, 1.0]])
-            return FootRef(s.pos, R, s.vel, np.array([0.0, 0.0, s.yaw_rate]), s.acc,
-                           np.array([0.0, 0.0, s.yaw_acc]), False)
+            R = np.array(
+                [[math.cos(s.yaw), -math.sin(s.yaw), 0.0], [math.sin(s.yaw), math.cos(s.yaw), 0.0], [0.0, 0.0, 1.0]]
+            )
+            return FootRef(
+                s.pos, R, s.vel, np.array([0.0, 0.0, s.yaw_rate]), s.acc, np.array([0.0, 0.0, s.yaw_acc]), False
+            )
         key = (index, side)
         ref = self._stance_refs.get(key)
         if ref is None:

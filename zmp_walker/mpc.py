@@ -110,10 +110,10 @@ class MpcPlanner:
         # constant parts of the Hessian
         N = self.N
         H = np.zeros((self.n, self.n))
-        H[:N, :N] = H[N:2 * N, N:2 * N] = m.jerk_weight * np.eye(N) + m.zmp_weight * self.Pzu.T @ self.Pzu
+        H[:N, :N] = H[N : 2 * N, N : 2 * N] = m.jerk_weight * np.eye(N) + m.zmp_weight * self.Pzu.T @ self.Pzu
         if m.velocity_weight > 0.0:
             H[:N, :N] += m.velocity_weight * self.Pvu.T @ self.Pvu
-            H[N:2 * N, N:2 * N] += m.velocity_weight * self.Pvu.T @ self.Pvu
+            H[N : 2 * N, N : 2 * N] += m.velocity_weight * self.Pvu.T @ self.Pvu
         self._H0 = H
 
     def reset(self, x: np.ndarray, p_ref: np.ndarray) -> None:
@@ -209,7 +209,8 @@ class MpcPlanner:
         variables: dict[int, int] = {}  # step index -> slot
         if self.auto:
             for k, s in enumerate(steps):
-                if s.t_start > t + 1e-9 and s.t_end - cfg.single_support_duration < t + N * T and len(variables) < self.M:
+                lifted = s.t_start <= t + 1e-9
+                if not lifted and s.t_start < t + N * T and len(variables) < self.M:
                     variables[k] = len(variables)
 
         def pose(src):
@@ -248,19 +249,18 @@ class MpcPlanner:
                 rows.append(after)
             a = np.vstack([r[0] for r in rows])
             b = np.concatenate([r[1] for r in rows])
-            terms = [(r[0], col, mu) for r in rows for col, mu in r[2]]
             offsets = np.cumsum([0] + [len(r[1]) for r in rows])
             nr = len(b)
             if nr > _ROWS_PER_SAMPLE:
                 raise InfeasibleMpc(f"{nr} support constraints at one sample (max {_ROWS_PER_SAMPLE})", t)
             r0 = k * _ROWS_PER_SAMPLE
-            C[r0:r0 + nr, :N] = a[:, :1] * self.Pzu[k]
-            C[r0:r0 + nr, N:nU] = a[:, 1:] * self.Pzu[k]
+            C[r0 : r0 + nr, :N] = a[:, :1] * self.Pzu[k]
+            C[r0 : r0 + nr, N:nU] = a[:, 1:] * self.Pzu[k]
             for i, r in enumerate(rows):
                 for col, mu in r[2]:
-                    C[r0 + offsets[i]:r0 + offsets[i + 1], col] -= mu * r[0][:, 0]
-                    C[r0 + offsets[i]:r0 + offsets[i + 1], col + 1] -= mu * r[0][:, 1]
-            up[r0:r0 + nr] = b - a[:, 0] * zs[k] - a[:, 1] * zs[N + k]
+                    C[r0 + offsets[i] : r0 + offsets[i + 1], col] -= mu * r[0][:, 0]
+                    C[r0 + offsets[i] : r0 + offsets[i + 1], col + 1] -= mu * r[0][:, 1]
+            up[r0 : r0 + nr] = b - a[:, 0] * zs[k] - a[:, 1] * zs[N + k]
         # terminal (capturability) constraint: DCM in the support set at the horizon's end
         a, b, var_terms, _ = self._support_rows(reference, times[-1] + _EDGE, pose, variables, nU)
         if var_terms:  # the Minkowski set is too small a capture region: no terminal constraint
@@ -269,12 +269,12 @@ class MpcPlanner:
         Xs = self.Pps[N - 1] + self.Pvs[N - 1] / w
         Xu = self.Ppu[N - 1] + self.Pvu[N - 1] / w
         r0, nr = N * _ROWS_PER_SAMPLE, len(b)
-        C[r0:r0 + nr, :N] = a[:, :1] * Xu
-        C[r0:r0 + nr, N:nU] = a[:, 1:] * Xu
+        C[r0 : r0 + nr, :N] = a[:, :1] * Xu
+        C[r0 : r0 + nr, N:nU] = a[:, 1:] * Xu
         for col, mu in var_terms:
-            C[r0:r0 + nr, col] -= mu * a[:, 0]
-            C[r0:r0 + nr, col + 1] -= mu * a[:, 1]
-        up[r0:r0 + nr] = b - a[:, 0] * (Xs @ x[:, 0]) - a[:, 1] * (Xs @ x[:, 1])
+            C[r0 : r0 + nr, col] -= mu * a[:, 0]
+            C[r0 : r0 + nr, col + 1] -= mu * a[:, 1]
+        up[r0 : r0 + nr] = b - a[:, 0] * (Xs @ x[:, 0]) - a[:, 1] * (Xs @ x[:, 1])
         H = self._H0.copy()
         # ZMP tracking: the U-U blocks are constant (in _H0); add the footstep blocks
         Gf = G[:, nU:]
@@ -285,27 +285,28 @@ class MpcPlanner:
         if m.velocity_weight > 0.0 and self.velocity_ref is not None:
             for axis in range(2):
                 hv = self.Pvs @ x[:, axis] - self.velocity_ref[axis]
-                grad[axis * N:(axis + 1) * N] += m.velocity_weight * self.Pvu.T @ hv
+                grad[axis * N : (axis + 1) * N] += m.velocity_weight * self.Pvu.T @ hv
         if self.auto:
             H[nU:, nU:] += (m.footstep_weight + 1e-9) * np.eye(2 * self.M)
             row = (N + 1) * _ROWS_PER_SAMPLE
             for k, slot in variables.items():
                 col = nU + 2 * slot
                 nominal = self.nominal_steps[k] if k < len(self.nominal_steps) else steps[k].position[:2]
-                grad[col:col + 2] -= m.footstep_weight * np.asarray(nominal[:2])
+                grad[col : col + 2] -= m.footstep_weight * np.asarray(nominal[:2])
                 side = steps[k].side
                 # stance foot of step k: the latest earlier step of the other side, or the initial foot
                 stance = next((j for j in range(k - 1, -1, -1) if steps[j].side != side), None)
-                sp = sched.feet_before[0][("right" if side == "left" else "left")] if stance is None else steps[stance].pose
+                other = "right" if side == "left" else "left"
+                sp = sched.feet_before[0][other] if stance is None else steps[stance].pose
                 c, s = math.cos(sp.yaw), math.sin(sp.yaw)
                 ex, ey = np.array([c, s]), np.array([-s, c])  # stance axes in the world
                 sg = side_sign(side)
-                C[row, col:col + 2] = ex
-                C[row + 1, col:col + 2] = sg * ey
+                C[row, col : col + 2] = ex
+                C[row + 1, col : col + 2] = sg * ey
                 if stance in variables:
                     sc = nU + 2 * variables[stance]
-                    C[row, sc:sc + 2] = -ex
-                    C[row + 1, sc:sc + 2] = -sg * ey
+                    C[row, sc : sc + 2] = -ex
+                    C[row + 1, sc : sc + 2] = -sg * ey
                     off = np.zeros(2)
                 else:
                     off = sp.position[:2]
@@ -322,5 +323,5 @@ class MpcPlanner:
             raise InfeasibleMpc(str(status), t)
         v = qp.results.x.copy()
         self.last_solution = v
-        self.moved_steps = {k: v[nU + 2 * slot:nU + 2 * slot + 2] for k, slot in variables.items()} or None
+        self.moved_steps = {k: v[nU + 2 * slot : nU + 2 * slot + 2] for k, slot in variables.items()} or None
         return np.array([v[0], v[N]])

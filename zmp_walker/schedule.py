@@ -93,8 +93,9 @@ class Schedule:
         t_last = self.steps[-1].t_end if n else t_first
         if self.final:
             self.end_time = t_last + config.stop_duration
-            phases.append(Phase("double_support_stop", t_last, self.end_time, both, n - 1 if n else None,
-                                self.feet_before[n]))
+            phases.append(
+                Phase("double_support_stop", t_last, self.end_time, both, n - 1 if n else None, self.feet_before[n])
+            )
             phases.append(Phase("standing", self.end_time, math.inf, both, None, self.feet_before[n]))
         else:
             self.end_time = math.inf
