@@ -143,3 +143,27 @@ def test_generator_goal_walk_ends_at_goal_in_double_support():
     yaw = math.atan2(ref.feet["left"].rotation[1, 0], ref.feet["left"].rotation[0, 0])
     assert yaw == pytest.approx(0.5, abs=1e-6)
     assert gen.steps_completed > 0
+
+
+def test_replanning_while_walking_keeps_valid_steps_and_stops_side_by_side():
+    feet = start_feet()
+    gen = PatternGenerator(CFG, feet["left"], feet["right"], np.array([0.0, 0.0, 0.87]), SOLE, SOLE)
+    dt = CFG.dt
+    gen.set_velocity(0.2, 0.0, 0.0)
+    ref = None
+    for i in range(int(14.0 / dt)):
+        t = i * dt
+        if i == int(3.0 / dt):
+            gen.set_velocity(0.1, 0.05, 0.3)  # new command mid-walk: the step in swing is kept
+            swinging = ref.upcoming_footsteps[0]
+        if i == int(3.0 / dt) + 1:
+            assert ref.upcoming_footsteps[0] == swinging
+        if i == int(7.0 / dt):
+            gen.stop()
+        ref = gen.cycle(t)
+    assert not gen.is_walking and ref.phase == "standing"
+    steps = gen.schedule.steps
+    assert len(steps) == gen.steps_completed >= 6
+    final = assert_valid_sequence(gen.schedule.feet_before[0], steps)
+    assert final["right"].to_local(final["left"].position) == pytest.approx([0.0, 0.17], abs=1e-9)
+    assert final["left"].yaw == pytest.approx(final["right"].yaw) and final["left"].yaw > 0.3  # it turned
