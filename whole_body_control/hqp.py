@@ -53,6 +53,7 @@ class HqpSolution:
     residuals: tuple[float, ...]  # per task level: sqrt(sum w ||A x - b||^2) at the final x
     task_residuals: dict[str, float]  # per task: ||A x - b||
     iterations: int
+    approximate_levels: int  # levels whose QP stopped at max_iter with a feasible iterate
     solve_time: float  # [s]
 
 
@@ -102,6 +103,10 @@ class HierarchicalQP:
     ):
         self.eps_abs = eps_abs
         self.flat_weight = flat_weight
+        # Inequalities active at a higher level are widened by this much (row-normalized
+        # units) below it: exactly tight rows make proxsuite's infeasibility test misfire.
+        self.feasibility_margin = 1e-7
+        self.accept_tolerance = 1e-3
         self.max_iter = max_iter
         self.regularization = regularization
         self.rank_tol = rank_tol
@@ -121,8 +126,21 @@ class HierarchicalQP:
             qp.settings.max_iter = self.max_iter
             qp.settings.initial_guess = proxsuite.proxqp.InitialGuess.WARM_START
             qp.settings.verbose = False
+            # The default certificate threshold (1e-4) declares feasible problems with
+            # nearly parallel rows infeasible; true infeasibility ends at max_iter instead.
+            qp.settings.eps_primal_inf = 1e-12
             self._qps[key] = qp
         return qp
+
+    def _acceptable(self, res) -> bool:
+        """An unfinished solve is used when its iterate is finite and feasible to
+        ``accept_tolerance`` (row-normalized units): equalities hold exactly by
+        construction and torques are clipped to their limits afterwards."""
+        return (
+            res.info.status == proxsuite.proxqp.QPSolverOutput.PROXQP_MAX_ITER_REACHED
+            and res.info.pri_res <= self.accept_tolerance
+            and bool(np.all(np.isfinite(res.x)))
+        )
 
     @staticmethod
     def _unconstrained(H, g, CZ, lz, uz, tol=1e-9):
@@ -170,6 +188,7 @@ class HierarchicalQP:
         previous = self._previous if self._previous is not None and len(self._previous) >= n_levels else None
         x_levels = [x]
         iterations = 0
+        approximate = 0
         solved: list[np.ndarray] = []
         for k in range(n_levels):
             objectives = levels[k]
@@ -201,8 +220,18 @@ class HierarchicalQP:
                 # Below the first level the current point is feasible up to the solver's
                 # tolerance: widen by that violation so z = 0 stays feasible (what a higher
                 # level achieved on an inequality is kept, not re-litigated).
-                np.minimum(lz, 0.0, out=lz)
-                np.maximum(uz, 0.0, out=uz)
+                np.minimum(lz, -self.feasibility_margin, out=lz)
+                np.maximum(uz, self.feasibility_margin, out=uz)
+            # Rows the remaining freedom cannot move are dropped (0 <= their slack holds at
+            # z = 0 below the first level); the others are re-normalized. Near-zero rows make
+            # proxsuite's infeasibility certificate misfire.
+            row_norm = np.linalg.norm(CZ, axis=1)
+            keep = row_norm > 1e-9
+            if k > 0 or np.all(keep):
+                inv = 1.0 / row_norm[keep]
+                CZ = CZ[keep] * inv[:, None]
+                lz = lz[keep] * inv
+                uz = uz[keep] * inv
             z = self._unconstrained(H, g, CZ, lz, uz)
             if z is not None:
                 x = x + Z @ z
@@ -212,12 +241,14 @@ class HierarchicalQP:
                     Z = Z @ N
                 continue
             z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(Z.shape[1])
-            qp = self._qp(k, Z.shape[1], C.shape[0])
+            qp = self._qp(k, Z.shape[1], CZ.shape[0])
             qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=False)
             qp.solve(z0, None, None)
             res = qp.results
             iterations += res.info.iter
-            if res.info.status != SOLVED or not np.all(np.isfinite(res.x)):
+            if res.info.status != SOLVED and self._acceptable(res):
+                approximate += 1
+            elif res.info.status != SOLVED or not np.all(np.isfinite(res.x)):
                 # Flat directions (nullspace of the level's tasks) can stall the fast,
                 # unpreconditioned solve: retry once with equilibration and a larger
                 # proximal step before declaring the level failed.
@@ -226,7 +257,7 @@ class HierarchicalQP:
                 res = qp.results
                 iterations += res.info.iter
             z = res.x
-            if res.info.status != SOLVED or not np.all(np.isfinite(z)):
+            if res.info.status != SOLVED and not self._acceptable(res):
                 raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}")
             x = x + Z @ z
             solved.append(x)
@@ -243,4 +274,6 @@ class HierarchicalQP:
                 task_res[o.name] = rr
                 total += o.weight * rr * rr
             residuals.append(total**0.5)
-        return HqpSolution(x, tuple(x_levels), tuple(residuals), task_res, iterations, time.perf_counter() - t0)
+        return HqpSolution(
+            x, tuple(x_levels), tuple(residuals), task_res, iterations, approximate, time.perf_counter() - t0
+        )

@@ -1,0 +1,161 @@
+"""``wbc``: the command line of the whole-body control stack.
+
+Subcommands import what they need lazily so that ``wbc --help`` stays fast.
+With ``--json`` the last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _add_robot(p: argparse.ArgumentParser, default: str = "talos") -> None:
+    p.add_argument("--robot", default=default, help="robot name (config/robots/<name>.yaml) or a YAML path")
+
+
+def _print_result(summary: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary))
+        return
+    width = max(len(k) for k in summary)
+    for key, value in summary.items():
+        print(f"{key:<{width}}  {value}")
+
+
+def cmd_robots(args) -> int:
+    from whole_body_control.robot import available_robots, load_robot
+
+    rows = [load_robot(name).summary() for name in available_robots()]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'robot':<14}{'nq':>5}{'nv':>5}{'joints':>8}{'mass [kg]':>11}")
+    for r in rows:
+        print(f"{r['robot']:<14}{r['nq']:>5}{r['nv']:>5}{r['joints']:>8}{r['mass_kg']:>11.2f}")
+    return 0
+
+
+def _sim_config(args):
+    from whole_body_control.sim import SimConfig
+
+    return SimConfig(timestep=args.timestep)
+
+
+def cmd_stand(args) -> int:
+    from whole_body_control.robot import load_robot
+    from whole_body_control.runner import run_stand
+
+    robot = load_robot(args.robot)
+    summary = run_stand(
+        robot,
+        args.duration,
+        push_dv=tuple(args.push_dv) if args.push_dv else None,
+        push_at=args.push_at,
+        sim_config=_sim_config(args),
+        out_dir=Path(args.out) if args.out else None,
+    )
+    _print_result(summary, args.json)
+    return 0
+
+
+def cmd_walk(args) -> int:
+    from whole_body_control.robot import load_robot
+    from whole_body_control.walking import run_walk
+
+    robot = load_robot(args.robot)
+    summary = run_walk(
+        robot,
+        speed=args.speed,
+        vy=args.vy,
+        yaw_rate=args.yaw_rate,
+        steps=args.steps,
+        push_dv=tuple(args.push_dv) if args.push_dv else None,
+        push_at=args.push_at,
+        friction=args.friction,
+        sim_config=_sim_config(args),
+        out_dir=Path(args.out) if args.out else None,
+    )
+    _print_result(summary, args.json)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from whole_body_control.bench import bench_tick
+
+    summary = bench_tick(args.robot, levels=args.levels, ticks=args.ticks, warmup=args.warmup)
+    _print_result(summary, args.json)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from whole_body_control.demo import run_demo
+
+    summary = run_demo(Path(args.out), robot=args.robot)
+    _print_result(summary, args.json)
+    return 0 if not summary.get("fell") else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wbc", description="Whole-body control for humanoid robots")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("robots", help="list the robots and their sizes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_robots)
+
+    def closed_loop(p):
+        _add_robot(p)
+        p.add_argument("--push-dv", nargs=2, type=float, metavar=("VX", "VY"), help="push sized as a velocity change [m/s]")
+        p.add_argument("--push-at", type=float, default=1.0, help="push time [s]")
+        p.add_argument("--timestep", type=float, default=0.001, help="simulation and control period [s]")
+        p.add_argument("--out", help="directory for the run report")
+        p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+
+    p = sub.add_parser("stand", help="stand in MuJoCo under the whole-body controller")
+    closed_loop(p)
+    p.add_argument("--duration", type=float, default=10.0, help="simulated time [s]")
+    p.set_defaults(func=cmd_stand)
+
+    p = sub.add_parser("walk", help="walk in MuJoCo: ZMP pattern generator + whole-body controller")
+    closed_loop(p)
+    p.add_argument("--speed", type=float, default=0.2, help="forward speed [m/s]")
+    p.add_argument("--vy", type=float, default=0.0, help="lateral speed [m/s]")
+    p.add_argument("--yaw-rate", type=float, default=0.0, help="turning rate [rad/s]")
+    p.add_argument("--steps", type=int, default=10, help="number of steps")
+    p.add_argument("--friction", type=float, default=None, help="floor friction in the simulation [-]")
+    p.set_defaults(func=cmd_walk)
+
+    p = sub.add_parser("bench", help="benchmarks (not tests)")
+    bsub = p.add_subparsers(dest="bench", required=True)
+    b = bsub.add_parser("tick", help="controller tick time: state update, QP build and solve for every level")
+    _add_robot(b)
+    b.add_argument("--levels", type=int, default=3, help="number of strict priority levels (1, 2 or 3)")
+    b.add_argument("--ticks", type=int, default=3000)
+    b.add_argument("--warmup", type=int, default=300)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("demo", help="headless demo: stand, push, walk; writes a report")
+    _add_robot(p)
+    p.add_argument("--out", default="reports/demo", help="report directory")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from whole_body_control.errors import WbcError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except WbcError as exc:
+        print(f"wbc: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

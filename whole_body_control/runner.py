@@ -1,0 +1,195 @@
+"""Closed-loop runs in MuJoCo, in one process: the controller and the simulator
+tick together (lockstep), and a summary of what happened comes back.
+
+Fall criteria (any of them):
+    * the base frame below the robot's ``fall_height``;
+    * a body other than the feet touching the ground;
+    * the capture point more than 5 cm outside the support polygon for 0.2 s.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whole_body_control import geometry
+from whole_body_control.controller import WbcResult, WholeBodyController
+from whole_body_control.report import Recorder
+from whole_body_control.robot import RobotModel
+from whole_body_control.sim import SimConfig, Simulation
+
+GRAVITY = 9.81
+
+
+@dataclass
+class FallDetector:
+    """Latches the first fall and why."""
+
+    robot: RobotModel
+    cp_margin: float = 0.05  # [m] capture point outside the polygon by more than this...
+    cp_duration: float = 0.2  # [s] ...for this long
+    reason: str | None = None
+    time: float | None = None
+    _cp_out_since: float | None = None
+
+    def update(self, t: float, sim: Simulation, com: np.ndarray, vcom: np.ndarray, polygon: np.ndarray) -> bool:
+        if self.reason is not None:
+            return True
+        base_z = sim.base_height()
+        if base_z < self.robot.config.fall_height:
+            return self._fall(t, f"base height {base_z:.3f} m below {self.robot.config.fall_height} m")
+        body = sim.non_foot_ground_contact()
+        if body is not None:
+            return self._fall(t, f"body '{body}' touches the ground")
+        if len(polygon) >= 3:
+            omega = math.sqrt(GRAVITY / max(com[2] - float(polygon_z(sim)), 0.1))
+            cp = com[:2] + vcom[:2] / omega
+            if geometry.signed_distance(polygon, cp) > self.cp_margin:
+                if self._cp_out_since is None:
+                    self._cp_out_since = t
+                elif t - self._cp_out_since >= self.cp_duration:
+                    return self._fall(t, "capture point outside the support polygon for 0.2 s")
+            else:
+                self._cp_out_since = None
+        return False
+
+    def _fall(self, t: float, reason: str) -> bool:
+        self.reason, self.time = reason, t
+        return True
+
+
+def polygon_z(sim: Simulation) -> float:
+    return min(sim.sole_placement(s).translation[2] for s in ("left", "right"))
+
+
+@dataclass
+class RunStats:
+    """Per-tick figures gathered during a run."""
+
+    tick_s: list[float] = field(default_factory=list)
+    com_error: list[float] = field(default_factory=list)
+    statuses: dict[str, int] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    torque_rate_max: float = 0.0
+    last_tau: np.ndarray | None = None
+
+    def add(self, result: WbcResult, com_error: float) -> None:
+        self.tick_s.append(result.tick_time)
+        self.com_error.append(com_error)
+        self.statuses[result.status] = self.statuses.get(result.status, 0) + 1
+        if result.status != "ok" and len(self.reasons) < 10:
+            self.reasons.append(result.reason)
+        if self.last_tau is not None:
+            self.torque_rate_max = max(self.torque_rate_max, float(np.max(np.abs(result.tau - self.last_tau))))
+        self.last_tau = result.tau
+
+    @property
+    def failures(self) -> int:
+        return sum(n for s, n in self.statuses.items() if s != "ok")
+
+    def timing(self) -> dict:
+        ticks = np.array(self.tick_s) * 1e3
+        return {
+            "tick_ms_median": round(float(np.median(ticks)), 4) if ticks.size else None,
+            "tick_ms_p99": round(float(np.percentile(ticks, 99)), 4) if ticks.size else None,
+        }
+
+
+def push_body(robot: RobotModel) -> str:
+    return robot.config.torso_frame
+
+
+def run_stand(
+    robot: RobotModel,
+    duration: float,
+    push_dv: tuple[float, float] | None = None,
+    push_at: float = 1.0,
+    push_duration: float = 0.1,
+    sim_config: SimConfig | None = None,
+    controller: WholeBodyController | None = None,
+    settle_time: float = 0.5,
+    on_tick=None,
+    out_dir=None,
+) -> dict:
+    """Stand for ``duration`` [s] (simulated), optionally pushed at ``push_at``.
+
+    ``push_dv`` (vx, vy) [m/s] sizes a horizontal force on the torso for
+    ``push_duration`` so that it would change the whole robot's velocity by that much.
+    ``com_error_max_m`` is taken after ``settle_time`` and outside the push recovery.
+    """
+    sim = Simulation(robot, sim_config or SimConfig())
+    ctrl = controller or WholeBodyController(robot)
+    sim.reset(robot.q_ref)
+    ctrl.reset(sim.q, sim.v)
+    dt = sim.timestep
+    n_ticks = int(round(duration / dt))
+    stats = RunStats()
+    fall = FallDetector(robot)
+    pushed_until = None
+    recorder = Recorder(robot, every=5) if out_dir is not None else None
+    wall0 = time.perf_counter()
+    for k in range(n_ticks):
+        t = k * dt
+        if push_dv is not None and pushed_until is None and t >= push_at:
+            sim.push_velocity_change(push_body(robot), np.array(push_dv, dtype=float), push_duration)
+            pushed_until = t + push_duration + 2.0
+        q, v = sim.q, sim.v
+        result = ctrl.cycle(q, v, dt)
+        err = float(np.linalg.norm(ctrl.com_task.error(ctrl.state))) if ctrl.com_task else 0.0
+        in_push = pushed_until is not None and t < pushed_until
+        stats.add(result, err if (t >= settle_time and not in_push) else 0.0)
+        if fall.update(t, sim, ctrl.state.com, ctrl.state.vcom, ctrl.support_polygon()):
+            ctrl.latch_damping(f"fall: {fall.reason}")
+        if recorder is not None:
+            record_tick(recorder, t, sim, ctrl, result)
+        sim.step(result.tau)
+        if on_tick is not None:
+            on_tick(t, sim, ctrl, result)
+    wall = time.perf_counter() - wall0
+    summary = {
+        "robot": robot.name,
+        "duration_s": round(n_ticks * dt, 6),
+        "fell": fall.reason is not None,
+        "fall_reason": fall.reason,
+        "fall_time_s": fall.time,
+        "com_error_max_m": round(max(stats.com_error) if stats.com_error else 0.0, 6),
+        "qp_failures": stats.failures,
+        "statuses": stats.statuses,
+        "failure_reasons": stats.reasons,
+        "torque_rate_max_nm_per_tick": round(stats.torque_rate_max, 4),
+        **stats.timing(),
+        "real_time_factor": round(n_ticks * dt / wall, 4),
+        "push_dv": list(push_dv) if push_dv is not None else None,
+        "push_at_s": push_at if push_dv is not None else None,
+        "final_base_pos": [round(float(x), 9) for x in sim.q[:3]],
+    }
+    sim.close()
+    if recorder is not None:
+        summary["report"] = str(out_dir)
+        recorder.write(out_dir, summary)
+    return summary
+
+
+def record_tick(recorder: Recorder, t: float, sim: Simulation, ctrl: WholeBodyController, result: WbcResult) -> None:
+    zmp = sim.measured_zmp()
+    corners = {}
+    for side, foot in robot_feet(ctrl):
+        oMf = sim.sole_placement(side)
+        corners[f"{side}_sole_corners"] = (oMf.rotation @ foot.sole.corners().T).T[:, :2] + oMf.translation[:2]
+    recorder.add(
+        t=t,
+        com=ctrl.state.com,
+        com_ref=ctrl.com_task.pos if ctrl.com_task else ctrl.state.com,
+        zmp=zmp if zmp is not None else np.full(2, np.nan),
+        tau=result.tau,
+        tick_ms=result.tick_time * 1e3,
+        base=sim.q[:3],
+        **corners,
+    )
+
+
+def robot_feet(ctrl: WholeBodyController):
+    return ctrl.robot.feet.items()
