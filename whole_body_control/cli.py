@@ -108,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def closed_loop(p):
         _add_robot(p)
-        p.add_argument("--push-dv", nargs=2, type=float, metavar=("VX", "VY"), help="push sized as a velocity change [m/s]")
+        p.add_argument(
+            "--push-dv", nargs=2, type=float, metavar=("VX", "VY"), help="push sized as a velocity change [m/s]"
+        )
         p.add_argument("--push-at", type=float, default=1.0, help="push time [s]")
         p.add_argument("--timestep", type=float, default=0.001, help="simulation and control period [s]")
         p.add_argument("--out", help="directory for the run report")

@@ -115,6 +115,11 @@ class WholeBodyController:
         self.n = self.nv + 12
         # Wrenches enter the QP in units of the robot's weight: x = [a, f / (m g)], for conditioning.
         self._fscale = robot.mass * GRAVITY
+        self._E = np.zeros((18, self.n))
+        self._e = np.zeros(18)
+        self._eye6 = np.eye(6)
+        self._eye_na = np.eye(self.na)
+        self._buffers: dict[str, np.ndarray] = {}
         mu = mu if mu is not None else (self.config.contacts.mu or robot.config.friction)
         share = robot.mass * GRAVITY / 2.0
         self.contacts = {
@@ -131,6 +136,7 @@ class WholeBodyController:
         self.time = 0.0
         self._last_wrenches: dict[str, np.ndarray] | None = None
         self._polygon_cache: tuple | None = None
+        self._guard_cache: tuple | None = None
         self.reset(robot.q_ref)
         self._com_z0 = float(self.state.com[2] - self._ground_height())  # reference CoM height [m]
 
@@ -180,6 +186,7 @@ class WholeBodyController:
         for c in self.contacts.values():
             c.active, c._ramp_kind, c._ramp_start = True, None, None
         self._polygon_cache = None
+        self._guard_cache = None
         for task in self.tasks.values():
             if isinstance(task, FrameTask):
                 task.set_reference(FrameReference.from_se3(self.state.placement(task.frame_id)))
@@ -302,33 +309,39 @@ class WholeBodyController:
             acc[:2] *= mu * lift / horiz
         height = max(st.com[2] - self._ground_height(), 1e-3)
         zmp = st.com[:2] - height / lift * acc[:2]
-        if not self._inside_a_sole(zmp):
-            poly = geometry.shrink(self.support_polygon(), safety.support_margin)
-            if geometry.signed_distance(poly, zmp) > 0:
-                target = geometry.closest_point(poly, zmp)
-                warnings.append("CoM acceleration limited: its ZMP would leave the support polygon")
-                acc[:2] = (st.com[:2] - target) * lift / height
+        normals, offsets, poly = self._guard_polygon()
+        if normals is not None and np.any(normals @ zmp > offsets):
+            target = geometry.closest_point(poly, zmp)
+            warnings.append("CoM acceleration limited: its ZMP would leave the support polygon")
+            acc[:2] = (st.com[:2] - target) * lift / height
         return acc
+
+    def _guard_polygon(self):
+        """Support polygon shrunk by the margin, with its half-planes ``N p <= d`` (cached)."""
+        key = tuple(c.active for c in self.contacts.values())
+        cache = self._guard_cache
+        if cache is not None and cache[0] == key:
+            return cache[1]
+        poly = geometry.shrink(self.support_polygon(), self.config.safety.support_margin)
+        if len(poly) >= 3:
+            edges = np.roll(poly, -1, axis=0) - poly
+            normals = np.column_stack([edges[:, 1], -edges[:, 0]])
+            normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+            value = (normals, np.einsum("ij,ij->i", normals, poly), poly)
+        else:
+            value = (None, None, poly)
+        self._guard_cache = (key, value)
+        return value
 
     def _ground_height(self) -> float:
         zs = [self.state.placement(c.frame_id).translation[2] for c in self.contacts.values() if c.active]
         return min(zs) if zs else 0.0
 
-    def _inside_a_sole(self, p: np.ndarray) -> bool:
-        m = self.config.safety.support_margin
-        for c in self.contacts.values():
-            if not c.active:
-                continue
-            oMf = self.state.placement(c.frame_id)
-            local = oMf.rotation[:2, :2].T @ (p - oMf.translation[:2])
-            s = c.sole
-            if s.x_min + m <= local[0] <= s.x_max - m and s.y_min + m <= local[1] <= s.y_max - m:
-                return True
-        return False
-
     # -- the tick ---------------------------------------------------------------
 
-    def cycle(self, q: np.ndarray, v: np.ndarray, dt: float | None = None, reference: Reference | None = None) -> WbcResult:
+    def cycle(
+        self, q: np.ndarray, v: np.ndarray, dt: float | None = None, reference: Reference | None = None
+    ) -> WbcResult:
         """One control tick at state ``(q, v)`` (Pinocchio convention).
 
         Args:
@@ -377,39 +390,36 @@ class WholeBodyController:
     def _build(self, warnings: list[str]):
         st = self.state
         nv, na, n = self.nv, self.na, self.n
+        fs = self._fscale
         contacts = [self.contacts[s] for s in SIDES]
         Js = [st.jacobian(c.frame_id, _LOCAL) for c in contacts]
         # Hard equalities: floating-base dynamics, contact constraints, zero wrench of a free foot.
-        rows_E = []
-        rhs_E = []
-        base = np.zeros((6, n))
-        base[:, :nv] = st.M[:6]
-        for k, J in enumerate(Js):
-            base[:, nv + 6 * k : nv + 6 * k + 6] = -J[:, :6].T
-        rows_E.append(base)
-        rhs_E.append(-st.h[:6])
-        for k, c in enumerate(contacts):
-            row = np.zeros((6, n))
+        E, e = self._E, self._e
+        E.fill(0.0)
+        E[:6, :nv] = st.M[:6]
+        e[:6] = -st.h[:6]
+        for k, (c, J) in enumerate(zip(contacts, Js)):
+            cols = slice(nv + 6 * k, nv + 6 * k + 6)
+            E[:6, cols] = J[:, :6].T * -fs
+            rows = slice(6 + 6 * k, 12 + 6 * k)
             if c.active:
-                J, rhs = c.motion_rows(st)
-                row[:, :nv] = J
-                rows_E.append(row)
-                rhs_E.append(rhs)
+                E[rows, :nv] = J
+                rhs = -st.drift(c.frame_id, _LOCAL)
+                if c.config.kd > 0:
+                    rhs -= c.config.kd * (J @ st.v)
+                e[rows] = rhs
             else:
-                row[:, nv + 6 * k : nv + 6 * k + 6] = np.eye(6)
-                rows_E.append(row)
-                rhs_E.append(np.zeros(6))
-        E = np.vstack(rows_E)
-        e = np.concatenate(rhs_E)
-        E[:, nv:] *= self._fscale
+                E[rows, cols] = self._eye6 * fs
+                e[rows] = 0.0
         # Inequalities: torque limits, friction and CoP, joint position limits.
         n_active = sum(c.active for c in contacts)
-        C = np.zeros((na + 11 * n_active + na, n))
-        lower = np.empty(C.shape[0])
-        upper = np.empty(C.shape[0])
+        m = 2 * na + 11 * n_active
+        C = np.zeros((m, n))
+        lower = np.empty(m)
+        upper = np.empty(m)
         C[:na, :nv] = st.M[6:]
         for k, J in enumerate(Js):
-            C[:na, nv + 6 * k : nv + 6 * k + 6] = -J[:, 6:].T
+            C[:na, nv + 6 * k : nv + 6 * k + 6] = J[:, 6:].T * -fs
         lower[:na] = -self._tau_bound - st.h[6:]
         upper[:na] = self._tau_bound - st.h[6:]
         r = na
@@ -417,12 +427,11 @@ class WholeBodyController:
             if not c.active:
                 continue
             F, lo, up = c.force_bounds(self.time)
-            C[r : r + 11, nv + 6 * k : nv + 6 * k + 6] = F
+            C[r : r + 11, nv + 6 * k : nv + 6 * k + 6] = F * fs
             lower[r : r + 11], upper[r : r + 11] = lo, up
             r += 11
-        C[r:, 6:nv] = np.eye(na)
+        C[r:, 6:nv] = self._eye_na
         lower[r:], upper[r:] = self._acceleration_bounds()
-        C[:, nv:] *= self._fscale
         # Task levels.
         levels = []
         for tasks in self.levels:
@@ -440,11 +449,18 @@ class WholeBodyController:
                     A_a, b = task.rows(st, self._guard_com(task, warnings))
                 else:
                     A_a, b = task.rows(st)
-                A = np.zeros((A_a.shape[0], n))
+                A = self._task_buffer(task.name, A_a.shape[0])
                 A[:, :nv] = A_a
                 objectives.append(Objective(task.name, A, b, task.weight))
             levels.append(objectives)
         return E, e, C, lower, upper, levels
+
+    def _task_buffer(self, name: str, rows: int) -> np.ndarray:
+        """A zero-padded (rows x n) matrix reused across ticks (only its first nv columns change)."""
+        buf = self._buffers.get(name)
+        if buf is None or buf.shape[0] != rows:
+            buf = self._buffers[name] = np.zeros((rows, self.n))
+        return buf
 
     def _force_objective(self, task: Task, contacts: list[Contact6D], n_active: int) -> Objective:
         A = np.zeros((6 * n_active, self.n))
@@ -452,7 +468,7 @@ class WholeBodyController:
         r = 0
         for k, c in enumerate(contacts):
             if c.active:
-                A[r : r + 6, self.nv + 6 * k : self.nv + 6 * k + 6] = np.eye(6) * self._fscale
+                A[r : r + 6, self.nv + 6 * k : self.nv + 6 * k + 6] = self._eye6 * self._fscale
                 b[r + 2] = self.robot.mass * GRAVITY / n_active
                 r += 6
         return Objective(task.name, A, b, task.weight)
@@ -518,7 +534,11 @@ class WholeBodyController:
         if self._last_tau is not None and self._reuse_count < self.config.safety.max_reuse_ticks:
             self._reuse_count += 1
             return self._result(
-                self._last_tau.copy(), "reused", f"{reason}; reusing the last torques ({self._reuse_count})", t0, warnings
+                self._last_tau.copy(),
+                "reused",
+                f"{reason}; reusing the last torques ({self._reuse_count})",
+                t0,
+                warnings,
             )
         return self._damping(v, f"{reason}; joint damping", t0, warnings)
 
@@ -550,4 +570,3 @@ class WholeBodyController:
     def damping_torques(self, v: np.ndarray) -> np.ndarray:
         """Safe-mode torques ``-kd v`` (finite, inside limits) for velocity ``v``."""
         return self._damping(v, "", time.perf_counter()).tau
-

@@ -142,17 +142,54 @@ class HierarchicalQP:
             and bool(np.all(np.isfinite(res.x)))
         )
 
-    @staticmethod
-    def _unconstrained(H, g, CZ, lz, uz, tol=1e-9):
-        """The unconstrained minimizer if it satisfies every inequality, else None."""
-        try:
-            z = np.linalg.solve(H, -g)
-        except np.linalg.LinAlgError:
-            return None
-        c = CZ @ z
-        if np.all(c >= lz - tol) and np.all(c <= uz + tol) and np.all(np.isfinite(z)):
-            return z
-        return None
+    def _solve_qp(self, k, AZ, w, r, P, Z, C, Cx, lo, hi, x, previous, last):
+        """Level ``k`` with active inequalities: proxsuite in the z coordinates.
+
+        Returns ``(z, approximate, iterations)``; raises :class:`LevelFailure`.
+        """
+        n = Z.shape[1]
+        WAZ = AZ * w[:, None]
+        H = AZ.T @ WAZ
+        scale_h = np.trace(H) / max(min(AZ.shape), 1)
+        # Directions this level's tasks do not see are flat; left to a tiny Tikhonov term
+        # they make the QP ill-conditioned. Weigh them like the tasks' own directions: the
+        # unconstrained optimum is unchanged (they do not move the objective).
+        if P is not None:
+            H += (self.flat_weight * scale_h) * P
+        H.flat[:: n + 1] += self.regularization * (1.0 + scale_h)
+        g = -(WAZ.T @ r)
+        CZ = C @ Z
+        lz, uz = lo - Cx, hi - Cx
+        # Rows the remaining freedom cannot move are dropped (their slack holds at z = 0
+        # below the first level); the others are re-normalized. Near-zero rows make
+        # proxsuite's infeasibility certificate misfire.
+        row_norm = np.linalg.norm(CZ, axis=1)
+        keep = row_norm > 1e-9
+        if k > 0 or np.all(keep):
+            inv = 1.0 / row_norm[keep]
+            CZ = CZ[keep] * inv[:, None]
+            lz = lz[keep] * inv
+            uz = uz[keep] * inv
+        z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(n)
+        qp = self._qp(k, n, CZ.shape[0])
+        qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=False)
+        qp.solve(z0, None, None)
+        res = qp.results
+        iterations = res.info.iter
+        if res.info.status == SOLVED and np.all(np.isfinite(res.x)):
+            return res.x, 0, iterations
+        if self._acceptable(res):
+            return res.x, 1, iterations
+        # Retry once with equilibration and a larger proximal step.
+        qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=True, rho=1e-2)
+        qp.solve(z0, None, None)
+        res = qp.results
+        iterations += res.info.iter
+        if res.info.status == SOLVED and np.all(np.isfinite(res.x)):
+            return res.x, 0, iterations
+        if self._acceptable(res):
+            return res.x, 1, iterations
+        raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}")
 
     def solve(
         self,
@@ -171,9 +208,15 @@ class HierarchicalQP:
         """
         t0 = time.perf_counter()
         n = E.shape[1]
-        # Hard equalities: least-norm particular solution and nullspace.
+        damping = self.regularization
+        # Hard equalities: least-norm particular solution and the nullspace projector
+        # Z = I - E^T (E E^T)^-1 E (a projector, not a basis: no QR/SVD per tick).
         if E.shape[0]:
-            x, Z = _particular_and_nullspace(E, e, self.rank_tol)
+            G0 = E @ E.T
+            G0.flat[:: G0.shape[0] + 1] += 1e-12 * (1.0 + np.trace(G0) / G0.shape[0])
+            sol0 = np.linalg.solve(G0, np.column_stack([e, E]))
+            x = E.T @ sol0[:, 0]
+            Z = np.eye(n) - E.T @ sol0[:, 1:]
             if np.linalg.norm(E @ x - e) > 1e-6 * max(1.0, np.linalg.norm(e)):
                 raise LevelFailure(0, "hard equality constraints are inconsistent")
         else:
@@ -190,80 +233,53 @@ class HierarchicalQP:
         iterations = 0
         approximate = 0
         solved: list[np.ndarray] = []
+        Cx = C @ x
         for k in range(n_levels):
             objectives = levels[k]
-            if Z.shape[1] == 0 or not objectives:
+            if not objectives:
                 solved.append(x)
                 x_levels.append(x)
                 continue
-            A = np.vstack([o.A for o in objectives])
-            b = np.concatenate([o.b for o in objectives])
-            w = np.concatenate([np.full(o.b.shape[0], o.weight) for o in objectives])
+            if len(objectives) == 1:
+                A, b = objectives[0].A, objectives[0].b
+                w = np.full(b.shape[0], objectives[0].weight)
+            else:
+                A = np.vstack([o.A for o in objectives])
+                b = np.concatenate([o.b for o in objectives])
+                w = np.concatenate([np.full(o.b.shape[0], o.weight) for o in objectives])
+            last = k + 1 == n_levels
             AZ = A @ Z
             r = b - A @ x
-            WAZ = AZ * w[:, None]
-            H = AZ.T @ WAZ
-            # Directions this level's tasks do not see are flat; left to a tiny Tikhonov term
-            # they make the QP ill-conditioned. Weigh them like the tasks' own directions:
-            # the unconstrained optimum is unchanged (those directions do not move the
-            # objective) and lower levels are free to use them.
-            N = _nullspace(AZ, self.rank_tol)
-            scale_h = np.trace(H) / max(AZ.shape[1] - N.shape[1], 1)
-            if N.shape[1]:
-                H += (self.flat_weight * scale_h) * (N @ N.T)
-            H[np.diag_indices_from(H)] += self.regularization * (1.0 + scale_h)
-            g = -(WAZ.T @ r)
-            CZ = C @ Z
-            Cx = C @ x
-            lz, uz = lower - Cx, upper - Cx
-            if k > 0:
-                # Below the first level the current point is feasible up to the solver's
-                # tolerance: widen by that violation so z = 0 stays feasible (what a higher
-                # level achieved on an inequality is kept, not re-litigated).
-                np.minimum(lz, -self.feasibility_margin, out=lz)
-                np.maximum(uz, self.feasibility_margin, out=uz)
-            # Rows the remaining freedom cannot move are dropped (0 <= their slack holds at
-            # z = 0 below the first level); the others are re-normalized. Near-zero rows make
-            # proxsuite's infeasibility certificate misfire.
-            row_norm = np.linalg.norm(CZ, axis=1)
-            keep = row_norm > 1e-9
-            if k > 0 or np.all(keep):
-                inv = 1.0 / row_norm[keep]
-                CZ = CZ[keep] * inv[:, None]
-                lz = lz[keep] * inv
-                uz = uz[keep] * inv
-            z = self._unconstrained(H, g, CZ, lz, uz)
-            if z is not None:
+            # Weighted damped least squares through the m x m system (push-through identity):
+            #   z = (AZ^T W AZ + lam I)^-1 AZ^T W r = AZ^T (AZ AZ^T + lam W^-1)^-1 r,
+            # and the same factor gives the projector onto null(AZ) for the levels below.
+            G = AZ @ AZ.T
+            lam = damping * (1.0 + np.trace(G) / G.shape[0])
+            G.flat[:: G.shape[0] + 1] += lam / w
+            if last:
+                y = np.linalg.solve(G, r)
+                P = None
+            else:
+                sol = np.linalg.solve(G, np.column_stack([r, AZ]))
+                y = sol[:, 0]
+                P = np.eye(n) - AZ.T @ sol[:, 1:]
+            z = AZ.T @ y
+            x_try = x + Z @ z
+            c_try = C @ x_try
+            lo = lower if k == 0 else np.minimum(lower, Cx - self.feasibility_margin)
+            hi = upper if k == 0 else np.maximum(upper, Cx + self.feasibility_margin)
+            if np.all(c_try >= lo - 1e-9) and np.all(c_try <= hi + 1e-9) and np.all(np.isfinite(x_try)):
+                x, Cx = x_try, c_try
+            else:
+                z, used_approx, its = self._solve_qp(k, AZ, w, r, P, Z, C, Cx, lo, hi, x, previous, last)
+                iterations += its
+                approximate += used_approx
                 x = x + Z @ z
-                solved.append(x)
-                x_levels.append(x)
-                if k + 1 < n_levels:
-                    Z = Z @ N
-                continue
-            z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(Z.shape[1])
-            qp = self._qp(k, Z.shape[1], CZ.shape[0])
-            qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=False)
-            qp.solve(z0, None, None)
-            res = qp.results
-            iterations += res.info.iter
-            if res.info.status != SOLVED and self._acceptable(res):
-                approximate += 1
-            elif res.info.status != SOLVED or not np.all(np.isfinite(res.x)):
-                # Flat directions (nullspace of the level's tasks) can stall the fast,
-                # unpreconditioned solve: retry once with equilibration and a larger
-                # proximal step before declaring the level failed.
-                qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=True, rho=1e-2)
-                qp.solve(z0, None, None)
-                res = qp.results
-                iterations += res.info.iter
-            z = res.x
-            if res.info.status != SOLVED and not self._acceptable(res):
-                raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}")
-            x = x + Z @ z
+                Cx = C @ x
             solved.append(x)
             x_levels.append(x)
-            if k + 1 < n_levels:
-                Z = Z @ N
+            if P is not None:
+                Z = Z @ P
         self._previous = solved
         residuals = []
         task_res = {}

@@ -201,7 +201,9 @@ class RobotModel:
             raise ConfigError(f"{self.source}: {side}_foot.parent: no link '{foot.parent}' in {self.urdf_path.name}")
         parent = model.frames[model.getFrameId(foot.parent)]
         placement = parent.placement * pin.SE3(np.eye(3), np.array(foot.offset, dtype=float))
-        frame = pin.Frame(foot.frame, parent.parentJoint, model.getFrameId(foot.parent), placement, pin.FrameType.OP_FRAME)
+        frame = pin.Frame(
+            foot.frame, parent.parentJoint, model.getFrameId(foot.parent), placement, pin.FrameType.OP_FRAME
+        )
         return model.addFrame(frame)
 
     def _reference_configuration(self) -> np.ndarray:
