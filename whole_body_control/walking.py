@@ -1,0 +1,393 @@
+"""Closed-loop walking in MuJoCo: ZMP pattern generator + whole-body controller.
+
+Path of the data, every 1 ms tick::
+
+    sim (q, v) -> controller state (CoM, CoM velocity)
+               -> PatternGenerator.cycle(t, MeasuredState) -> WalkerReference
+               -> walker_to_reference(...) -> controller Reference
+               -> WholeBodyController.cycle(q, v, dt, reference) -> tau -> sim.step(tau)
+
+The CoM state given to the walker is the controller's state of the previous
+tick (one tick, 1 ms, of delay; it saves a second rigid-body update per tick).
+
+Contacts: a contact removal ramps the normal force down over the controller's
+``contacts.transition_time`` while the foot stays constrained.  The removal
+is therefore started that long *before* the walker's lift-off (the walker's
+schedule is known ahead), so that the foot is free exactly when its swing
+trajectory starts moving; a touchdown adds the contact when the walker puts
+the foot back in contact (the swing lands with zero velocity).
+
+CoM tracking (``com_mode``):
+    * ``"reference"``: the controller's CoM task tracks the planned CoM
+      (position, velocity, acceleration as feed-forward) with its PD gains.
+    * ``"dcm"``: the walker closes the loop on the measured DCM and its
+      ``com_acc = omega^2 (c - zmp_cmd)`` is tracked as given (the horizontal
+      PD of the CoM task acts on the measured state, i.e. is zero; height
+      keeps the PD).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+
+from whole_body_control import geometry
+from whole_body_control.controller import Reference, WholeBodyController
+from whole_body_control.errors import ConfigError
+from whole_body_control.report import Recorder
+from whole_body_control.robot import RobotModel
+from whole_body_control.runner import FallDetector, RunStats, push_body, record_tick
+from whole_body_control.sim import SimConfig, Simulation
+from whole_body_control.tasks import FrameReference
+from zmp_walker import (
+    FootPose,
+    MeasuredState,
+    PatternGenerator,
+    SoleRect,
+    WalkerConfig,
+    WalkerReference,
+    load_walker_config,
+)
+
+SIDES = ("left", "right")
+COM_MODES = ("reference", "dcm")
+
+
+# -- the conversion ---------------------------------------------------------------------
+
+
+def _yaw(rotation: np.ndarray) -> float:
+    return math.atan2(rotation[1, 0], rotation[0, 0])
+
+
+def _rot_z(yaw: float) -> np.ndarray:
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def walker_to_reference(
+    ref: WalkerReference,
+    contacts: dict[str, bool] | None = None,
+    com_mode: str = "reference",
+    measured_com: np.ndarray | None = None,
+    measured_vcom: np.ndarray | None = None,
+) -> Reference:
+    """Controller reference for one tick from the walker's reference (world frame, SI).
+
+    * ``left_foot`` / ``right_foot`` frame references: the walker's sole
+      references (position, rotation, velocities, accelerations);
+    * contacts: ``contacts`` if given (the caller's lift-off anticipation),
+      else the walker's ``in_contact`` flags;
+    * ``torso`` / ``base`` orientation references: upright, heading the mean
+      yaw of the two soles, turning at their mean yaw rate;
+    * CoM: ``"reference"``: the planned position, velocity and acceleration;
+      ``"dcm"``: the walker's ``com_acc`` (its DCM feedback on the measured
+      state) with the horizontal position and velocity references set to the
+      measured ones (``measured_com``, ``measured_vcom``), so that the CoM
+      task adds no second horizontal feedback.
+    """
+    if com_mode not in COM_MODES:
+        raise ConfigError(f"com_mode must be one of {COM_MODES}, got '{com_mode}'")
+    frames: dict[str, FrameReference] = {}
+    for side in SIDES:
+        f = ref.feet[side]
+        frames[f"{side}_foot"] = FrameReference(
+            np.array(f.pos, dtype=float),
+            np.array(f.rotation, dtype=float),
+            np.array(f.lin_vel, dtype=float),
+            np.array(f.ang_vel, dtype=float),
+            np.array(f.lin_acc, dtype=float),
+            np.array(f.ang_acc, dtype=float),
+        )
+    yaws = [_yaw(ref.feet[s].rotation) for s in SIDES]
+    heading = math.atan2(sum(math.sin(y) for y in yaws), sum(math.cos(y) for y in yaws))
+    yaw_rate = 0.5 * sum(float(ref.feet[s].ang_vel[2]) for s in SIDES)
+    yaw_acc = 0.5 * sum(float(ref.feet[s].ang_acc[2]) for s in SIDES)
+    upright = FrameReference(
+        np.array(ref.com_pos, dtype=float),  # position is masked out: orientation tasks
+        _rot_z(heading),
+        ang_vel=np.array([0.0, 0.0, yaw_rate]),
+        ang_acc=np.array([0.0, 0.0, yaw_acc]),
+    )
+    frames["torso"] = upright
+    frames["base"] = upright
+    com_pos = np.array(ref.com_pos, dtype=float)
+    com_vel = np.array(ref.com_vel, dtype=float)
+    com_acc = np.array(ref.com_acc, dtype=float)
+    if com_mode == "dcm":
+        if measured_com is None or measured_vcom is None:
+            raise ConfigError("com_mode 'dcm' needs the measured CoM position and velocity")
+        com_pos[:2] = measured_com[:2]
+        com_vel[:2] = measured_vcom[:2]
+    if contacts is None:
+        contacts = {s: bool(ref.feet[s].in_contact) for s in SIDES}
+    return Reference(com_pos=com_pos, com_vel=com_vel, com_acc=com_acc, frames=frames, contacts=dict(contacts))
+
+
+# -- set-up -------------------------------------------------------------------------------
+
+
+def sole_rect(robot: RobotModel, side: str) -> SoleRect:
+    s = robot.feet[side].sole
+    return SoleRect(s.x_min, s.x_max, s.y_min, s.y_max)
+
+
+def make_walker(robot: RobotModel, ctrl: WholeBodyController, config: WalkerConfig | None = None) -> PatternGenerator:
+    """Pattern generator seeded at the controller's current state (sole poses and CoM)."""
+    config = config if config is not None else load_walker_config(robot=robot.name)
+    feet = {}
+    for side in SIDES:
+        oMf = ctrl.state.placement(robot.foot_frame_ids[side])
+        feet[side] = FootPose(oMf.translation.copy(), _yaw(oMf.rotation))
+    return PatternGenerator(
+        config, feet["left"], feet["right"], ctrl.state.com.copy(), sole_rect(robot, "left"), sole_rect(robot, "right")
+    )
+
+
+def sim_support_polygon(sim: Simulation, robot: RobotModel, min_force: float = 1e-6) -> np.ndarray:
+    """Convex hull (k x 2, world) of the soles that carry load in the simulation."""
+    loaded = sim.foot_contacts(min_force)
+    pts = []
+    for side in SIDES:
+        if loaded[side]:
+            oMf = sim.sole_placement(side)
+            pts.append((oMf.rotation @ robot.feet[side].sole.corners().T).T[:, :2] + oMf.translation[:2])
+    return geometry.convex_hull(np.vstack(pts)) if pts else np.zeros((0, 2))
+
+
+def _contacts_ahead(walker: PatternGenerator, t: float, lead: float) -> dict[str, bool]:
+    """Contacts for the controller: a foot is released ``lead`` [s] before the walker lifts it."""
+    now = walker.schedule.contacts_at(t)
+    ahead = walker.schedule.contacts_at(t + lead)
+    # release early (ahead says off while now on); never add early
+    return {s: now[s] and ahead[s] for s in SIDES}
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def run_walk(
+    robot: RobotModel,
+    speed: float,
+    vy: float,
+    yaw_rate: float,
+    steps: int,
+    push_dv: tuple[float, float] | None,
+    push_at: float,
+    friction: float | None,
+    sim_config: SimConfig | None,
+    out_dir,
+    *,
+    walker_config: WalkerConfig | None = None,
+    controller: WholeBodyController | None = None,
+    com_mode: str = "reference",
+    settle_time: float = 1.0,
+    push_duration: float = 0.1,
+    on_tick=None,
+) -> dict:
+    """Walk ``steps`` steps at ``(speed, vy)`` [m/s] and ``yaw_rate`` [rad/s] in MuJoCo.
+
+    The run lasts until the walker has finished (last step landed, final
+    double support over), then ``settle_time`` [s] more.  ``push_dv`` (vx, vy)
+    [m/s] sizes a push on the torso at ``push_at`` [s] for ``push_duration``
+    [s] (see :meth:`Simulation.push_velocity_change`).  ``friction`` is the
+    floor friction of the simulation; the controller then assumes the smaller
+    of it and the robot's friction.
+
+    Summary keys (SI units): ``duration_s`` is the time from the walk command
+    until the last step has landed in the simulation (all steps counted by the
+    walker and both feet loaded), ``planned_duration_s`` the planned time of
+    that touchdown; ``distance_m`` the horizontal displacement of the sole
+    midpoint (simulation) from start to end, ``planned_distance_m`` the
+    walker's; ``zmp_outside_polygon_max_m`` the largest distance of the
+    measured ZMP (simulated contact forces) outside the hull of the loaded
+    soles; ``com_tracking_error_max_m`` the largest |planned CoM - CoM|
+    during the walk; ``lateral_deviation_max_m`` the largest distance of the
+    CoM from the planned CoM path, perpendicular to the planned heading;
+    ``footstep_error_max_m`` the largest distance between a planned footstep
+    and the sole where it landed.
+    """
+    if int(steps) != steps or steps < 1:
+        raise ConfigError(f"steps must be a positive integer, got {steps}")
+    sim_config = sim_config or SimConfig()
+    if friction is not None:
+        sim_config = dataclasses.replace(sim_config, friction=float(friction))
+        sim_config.validate()
+    sim = Simulation(robot, sim_config)
+    mu = min(friction, robot.config.friction) if friction is not None else None
+    ctrl = controller or WholeBodyController(robot, mu=mu)
+    sim.reset(robot.q_ref)
+    ctrl.reset(sim.q, sim.v)
+    walker = make_walker(robot, ctrl, walker_config)
+    walker.walk_steps(int(steps), speed, vy, yaw_rate)
+    dt = sim.timestep
+    lead = ctrl.config.contacts.transition_time
+
+    stats = RunStats()
+    fall = FallDetector(robot)
+    recorder = Recorder(robot, every=5) if out_dir is not None else None
+    start_mid = _sole_midpoint(sim)
+    zmp_out_max = 0.0
+    com_err_max = 0.0
+    lateral_max = 0.0
+    residual_max = 0.0
+    pushed = False
+    walk_end: float | None = None  # all steps landed in the sim
+    walker_done: float | None = None  # walker finished (final double support over)
+    schedule = None
+    landed: list[dict] = []
+    prev_contact = {s: True for s in SIDES}
+    t = 0.0
+    k = 0
+    max_ticks = int(math.ceil((600.0 + settle_time) / dt))
+    wall0 = time.perf_counter()
+    while k < max_ticks:
+        t = k * dt
+        if push_dv is not None and not pushed and t >= push_at:
+            sim.push_velocity_change(push_body(robot), np.array(push_dv, dtype=float), push_duration)
+            pushed = True
+        q, v = sim.q, sim.v
+        st = ctrl.state
+        wref = walker.cycle(t, MeasuredState(st.com.copy(), st.vcom.copy()) if com_mode == "dcm" else None)
+        if schedule is None:
+            schedule = walker.schedule
+        contacts = _contacts_ahead(walker, t, lead)
+        reference = walker_to_reference(wref, contacts, com_mode, st.com, st.vcom)
+        result = ctrl.cycle(q, v, dt, reference)
+        st = ctrl.state
+        stats.add(result, 0.0)
+        if result.ok:
+            residual_max = max(residual_max, result.dynamics_residual)
+
+        # measurements
+        walking = walker_done is None
+        com_err = float(np.linalg.norm(wref.com_pos - st.com))
+        if walking:
+            com_err_max = max(com_err_max, com_err)
+            heading = _yaw(reference.frames["base"].rot)
+            d = st.com[:2] - wref.com_pos[:2]
+            lateral_max = max(lateral_max, abs(-math.sin(heading) * d[0] + math.cos(heading) * d[1]))
+        polygon = sim_support_polygon(sim, robot)
+        zmp = sim.measured_zmp()
+        if zmp is not None and len(polygon) >= 3:
+            zmp_out_max = max(zmp_out_max, geometry.signed_distance(polygon, zmp))
+        if fall.update(t, sim, st.com, st.vcom, polygon):
+            ctrl.latch_damping(f"fall: {fall.reason}")
+        for side in SIDES:
+            now = wref.feet[side].in_contact
+            if now and not prev_contact[side]:
+                oMf = sim.sole_placement(side)
+                landed.append({"side": side, "t": round(t, 4), "pos": oMf.translation.copy(), "yaw": _yaw(oMf.rotation)})
+            prev_contact[side] = now
+        if recorder is not None:
+            record_tick(recorder, t, sim, ctrl, result)
+            recorder.add(
+                com_plan=wref.com_pos,
+                zmp_ref=wref.zmp_ref[:2],
+                zmp_cmd=wref.zmp_cmd[:2],
+                left_foot_ref=wref.feet["left"].pos,
+                right_foot_ref=wref.feet["right"].pos,
+                left_foot=st.placement(robot.foot_frame_ids["left"]).translation,
+                right_foot=st.placement(robot.foot_frame_ids["right"]).translation,
+                contacts_ctrl=[float(ctrl.contacts[s].active) for s in SIDES],
+                contacts_sim=[float(c) for c in sim.foot_contacts().values()],
+                fz_sim=[sim.foot_wrenches()[s][2] for s in SIDES],
+                base_rpy=_rpy(sim.q[3:7]),
+                status_ok=float(result.ok),
+            )
+        sim.step(result.tau)
+        if on_tick is not None:
+            on_tick(t, sim, ctrl, result, wref)
+        k += 1
+        if fall.reason is not None:
+            break
+        if walk_end is None and walker.steps_completed >= steps and all(sim.foot_contacts(1.0).values()):
+            walk_end = t
+        if walker_done is None and walker.steps_completed >= steps and not walker.is_walking:
+            walker_done = t
+        if walker_done is not None and t >= walker_done + settle_time:
+            break
+    wall = time.perf_counter() - wall0
+
+    end_mid = _sole_midpoint(sim)
+    t0 = schedule.t0 if schedule is not None else 0.0
+    planned_touchdown = schedule.steps[-1].t_end - t0 if schedule is not None and schedule.steps else 0.0
+    planned_feet = schedule.final_feet if schedule is not None else None
+    planned_distance = (
+        float(np.linalg.norm(0.5 * (planned_feet["left"].position[:2] + planned_feet["right"].position[:2]) - start_mid))
+        if planned_feet is not None
+        else 0.0
+    )
+    footsteps = []
+    step_err_max = 0.0
+    if schedule is not None:
+        for i, step in enumerate(schedule.steps):
+            row = {
+                "side": step.side,
+                "planned": [round(float(x), 4) for x in step.position[:2]],
+                "planned_yaw": round(step.yaw, 4),
+                "t_touchdown": round(step.t_end, 4),
+            }
+            if i < len(landed) and landed[i]["side"] == step.side:
+                err = float(np.linalg.norm(landed[i]["pos"][:2] - step.position[:2]))
+                step_err_max = max(step_err_max, err)
+                row["landed"] = [round(float(x), 4) for x in landed[i]["pos"][:2]]
+                row["landed_yaw"] = round(landed[i]["yaw"], 4)
+            footsteps.append(row)
+    summary = {
+        "robot": robot.name,
+        "speed_mps": speed,
+        "vy_mps": vy,
+        "yaw_rate_radps": yaw_rate,
+        "steps": int(steps),
+        "fell": fall.reason is not None,
+        "fall_reason": fall.reason,
+        "fall_time_s": fall.time,
+        "steps_completed": int(min(walker.steps_completed, steps)) if fall.reason is None else _landed_before_fall(walker, schedule, fall.time),
+        "distance_m": round(float(np.linalg.norm(end_mid - start_mid)), 4),
+        "planned_distance_m": round(planned_distance, 4),
+        "duration_s": round(walk_end - t0, 4) if walk_end is not None else None,
+        "planned_duration_s": round(planned_touchdown, 4),
+        "simulated_s": round(k * dt, 4),
+        "zmp_outside_polygon_max_m": round(zmp_out_max, 5),
+        "com_tracking_error_max_m": round(com_err_max, 5),
+        "lateral_deviation_max_m": round(lateral_max, 5),
+        "footstep_error_max_m": round(step_err_max, 5),
+        "dynamics_residual_max": float(f"{residual_max:.3g}"),
+        "qp_failures": stats.failures,
+        "statuses": stats.statuses,
+        "failure_reasons": stats.reasons,
+        "torque_rate_max_nm_per_tick": round(stats.torque_rate_max, 4),
+        **stats.timing(),
+        "real_time_factor": round(k * dt / wall, 4),
+        "com_mode": com_mode,
+        "push_dv": list(push_dv) if push_dv is not None else None,
+        "push_at_s": push_at if push_dv is not None else None,
+        "friction": friction,
+    }
+    sim.close()
+    if recorder is not None:
+        summary["report"] = str(out_dir)
+        recorder.write(out_dir, {**summary, "footsteps": footsteps})
+    return summary
+
+
+def _landed_before_fall(walker: PatternGenerator, schedule, t_fall: float | None) -> int:
+    if schedule is None or t_fall is None:
+        return 0
+    return int(sum(1 for s in schedule.steps if s.t_end <= t_fall))
+
+
+def _sole_midpoint(sim: Simulation) -> np.ndarray:
+    return 0.5 * (sim.sole_placement("left").translation[:2] + sim.sole_placement("right").translation[:2])
+
+
+def _rpy(quat_xyzw: np.ndarray) -> np.ndarray:
+    x, y, z, w = quat_xyzw
+    roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+    pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
+    yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return np.array([roll, pitch, yaw])
