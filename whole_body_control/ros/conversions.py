@@ -1,0 +1,357 @@
+"""Every ROS message <-> numpy conversion of the stack, in one place.
+
+Conventions:
+    * quaternions are ``[x y z w]`` arrays (Pinocchio's order) and map to the
+      named fields of ``geometry_msgs/Quaternion``;
+    * the floating base is Pinocchio's ``q[:7] = [x y z qx qy qz qw]`` and
+      ``v[:6] = [linear, angular]`` velocity **in the base frame**, which is
+      exactly ``nav_msgs/Odometry``: pose in ``header.frame_id`` (world), twist
+      in ``child_frame_id`` (base);
+    * joints are matched by NAME (:class:`JointMap`), never by position;
+    * time is carried as integer nanoseconds (:func:`stamp_to_ns`), so that
+      stamps compare exactly.
+
+The walking reference travels as ``trajectory_msgs/MultiDOFJointTrajectory``
+(one point, the reference at ``header.stamp``); see :data:`REFERENCE_JOINTS`
+and ``docs/ros.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pinocchio as pin
+from builtin_interfaces.msg import Duration, Time
+from geometry_msgs.msg import (
+    Point,
+    Pose,
+    PoseStamped,
+    Quaternion,
+    Transform,
+    Twist,
+    Vector3,
+    Wrench,
+    WrenchStamped,
+)
+from nav_msgs.msg import Odometry, Path
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
+
+from whole_body_control.errors import StateError
+from zmp_walker import FootRef, WalkerReference
+
+WORLD_FRAME = "world"
+
+# Entries ("joints") of the walking reference message, in this order:
+#   com: CoM position / velocity / acceleration (rotation identity);
+#   left_foot, right_foot: sole frame pose, twist and acceleration (world);
+#   zmp: translation = ZMP command (after DCM feedback), velocities[].linear = planned ZMP;
+#   dcm: translation = planned DCM;
+#   contacts: translation = (left in contact, right in contact, 0) as 1.0 / 0.0.
+REFERENCE_JOINTS = ("com", "left_foot", "right_foot", "zmp", "dcm", "contacts")
+
+
+# -- time ------------------------------------------------------------------------------------
+
+
+def stamp_to_ns(stamp: Time) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def ns_to_stamp(ns: int) -> Time:
+    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+
+def seconds_to_ns(t: float) -> int:
+    """Simulated time [s] -> integer nanoseconds (rounded)."""
+    return int(round(t * 1e9))
+
+
+# -- geometry --------------------------------------------------------------------------------
+
+
+def quat_to_xyzw(msg: Quaternion) -> np.ndarray:
+    return np.array([msg.x, msg.y, msg.z, msg.w])
+
+
+def xyzw_to_quat(xyzw) -> Quaternion:
+    x, y, z, w = (float(c) for c in xyzw)
+    return Quaternion(x=x, y=y, z=z, w=w)
+
+
+def rotation_to_quat(rotation: np.ndarray) -> Quaternion:
+    return xyzw_to_quat(pin.Quaternion(np.asarray(rotation)).coeffs())
+
+
+def quat_to_rotation(msg: Quaternion) -> np.ndarray:
+    xyzw = quat_to_xyzw(msg)
+    norm = np.linalg.norm(xyzw)
+    if not norm > 0.0:
+        raise StateError(f"quaternion has zero norm: {xyzw}")
+    x, y, z, w = xyzw / norm
+    return pin.Quaternion(w, x, y, z).toRotationMatrix()
+
+
+def vec3(msg) -> np.ndarray:
+    """``Vector3`` or ``Point`` -> (3,) array."""
+    return np.array([msg.x, msg.y, msg.z])
+
+
+def to_vector3(a) -> Vector3:
+    return Vector3(x=float(a[0]), y=float(a[1]), z=float(a[2]))
+
+
+def to_point(a) -> Point:
+    return Point(x=float(a[0]), y=float(a[1]), z=float(a[2]))
+
+
+def yaw_of(rotation: np.ndarray) -> float:
+    """Heading [rad] of a rotation matrix (angle of its x axis in the ground plane)."""
+    return math.atan2(rotation[1, 0], rotation[0, 0])
+
+
+# -- robot state -----------------------------------------------------------------------------
+
+
+class JointMap:
+    """Maps message joint names to ``robot.joint_names`` (Pinocchio order), by name.
+
+    ``indices(names)`` returns, for each robot joint, its position in the message;
+    missing or unknown names raise :class:`StateError` naming them.
+    """
+
+    def __init__(self, joint_names):
+        self.joint_names = tuple(joint_names)
+        self._known = set(self.joint_names)
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+
+    def indices(self, names) -> np.ndarray:
+        names = tuple(names)
+        idx = self._cache.get(names)
+        if idx is not None:
+            return idx
+        position = {n: i for i, n in enumerate(names)}
+        unknown = sorted(n for n in names if n not in self._known)
+        missing = [n for n in self.joint_names if n not in position]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        problems = []
+        if missing:
+            problems.append(f"missing joints {missing}")
+        if unknown:
+            problems.append(f"unknown joints {unknown}")
+        if duplicated:
+            problems.append(f"duplicated joints {duplicated}")
+        if problems:
+            raise StateError("joint names do not match the robot: " + "; ".join(problems))
+        idx = np.array([position[n] for n in self.joint_names], dtype=int)
+        self._cache[names] = idx
+        return idx
+
+    def reorder(self, names, values, what: str) -> np.ndarray:
+        """``values`` given in message order ``names`` -> robot order."""
+        values = np.asarray(values, dtype=float)
+        if values.shape != (len(names),):
+            raise StateError(f"{what} has {values.size} values for {len(names)} joint names")
+        return values[self.indices(names)]
+
+
+def joint_state_msg(stamp: Time, names, q_joints, v_joints, tau=None) -> JointState:
+    msg = JointState()
+    msg.header.stamp = stamp
+    msg.name = list(names)
+    msg.position = [float(x) for x in q_joints]
+    msg.velocity = [float(x) for x in v_joints]
+    if tau is not None:
+        msg.effort = [float(x) for x in tau]
+    return msg
+
+
+def joints_from_msg(msg: JointState, joint_map: JointMap) -> tuple[np.ndarray, np.ndarray]:
+    """Joint positions [rad] and velocities [rad/s] in robot order (no finiteness check)."""
+    q = joint_map.reorder(msg.name, msg.position, "position")
+    v = joint_map.reorder(msg.name, msg.velocity, "velocity")
+    return q, v
+
+
+def odometry_msg(stamp: Time, q_base: np.ndarray, v_base: np.ndarray, child_frame: str) -> Odometry:
+    """Base ``q[:7]`` and base-frame ``v[:6]`` (Pinocchio) -> Odometry."""
+    msg = Odometry()
+    msg.header.stamp = stamp
+    msg.header.frame_id = WORLD_FRAME
+    msg.child_frame_id = child_frame
+    msg.pose.pose.position = to_point(q_base[:3])
+    msg.pose.pose.orientation = xyzw_to_quat(q_base[3:7])
+    msg.twist.twist.linear = to_vector3(v_base[:3])
+    msg.twist.twist.angular = to_vector3(v_base[3:6])
+    return msg
+
+
+def base_from_odometry(msg: Odometry) -> tuple[np.ndarray, np.ndarray]:
+    """Odometry -> ``(q_base (7,), v_base (6,))`` in Pinocchio convention."""
+    p, o = msg.pose.pose.position, msg.pose.pose.orientation
+    lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
+    q = np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w])
+    v = np.array([lin.x, lin.y, lin.z, ang.x, ang.y, ang.z])
+    return q, v
+
+
+def assemble_state(q_base, v_base, q_joints, v_joints) -> tuple[np.ndarray, np.ndarray]:
+    """Pinocchio ``(q, v)`` from the base and joint parts."""
+    return np.concatenate([q_base, q_joints]), np.concatenate([v_base, v_joints])
+
+
+def imu_msg(stamp: Time, frame: str, orientation_xyzw, gyro, linear_acceleration) -> Imu:
+    msg = Imu()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame
+    msg.orientation = xyzw_to_quat(orientation_xyzw)
+    msg.angular_velocity = to_vector3(gyro)
+    msg.linear_acceleration = to_vector3(linear_acceleration)
+    return msg
+
+
+def imu_from_msg(msg: Imu) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(orientation xyzw, gyro [rad/s], specific force [m/s^2])``."""
+    return quat_to_xyzw(msg.orientation), vec3(msg.angular_velocity), vec3(msg.linear_acceleration)
+
+
+def wrench_msg(stamp: Time, frame: str, wrench: np.ndarray) -> WrenchStamped:
+    msg = WrenchStamped()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame
+    msg.wrench = Wrench(force=to_vector3(wrench[:3]), torque=to_vector3(wrench[3:6]))
+    return msg
+
+
+def wrench_from_msg(msg: WrenchStamped) -> np.ndarray:
+    return np.concatenate([vec3(msg.wrench.force), vec3(msg.wrench.torque)])
+
+
+# -- commands (ros2_control forward_command_controller, interface effort) ---------------------
+
+
+def command_msg(values) -> Float64MultiArray:
+    msg = Float64MultiArray()
+    values = [float(x) for x in values]
+    msg.layout.dim = [MultiArrayDimension(label="joints", size=len(values), stride=len(values))]
+    msg.data = values
+    return msg
+
+
+def command_from_msg(msg: Float64MultiArray) -> np.ndarray:
+    return np.asarray(msg.data, dtype=float)
+
+
+# -- walking reference -------------------------------------------------------------------------
+
+
+def _entry(pos, rot=None, lin_vel=None, ang_vel=None, lin_acc=None, ang_acc=None):
+    zero = np.zeros(3)
+    transform = Transform(
+        translation=to_vector3(pos), rotation=rotation_to_quat(rot) if rot is not None else Quaternion()
+    )
+    vel = Twist(linear=to_vector3(zero if lin_vel is None else lin_vel), angular=to_vector3(zero if ang_vel is None else ang_vel))
+    acc = Twist(linear=to_vector3(zero if lin_acc is None else lin_acc), angular=to_vector3(zero if ang_acc is None else ang_acc))
+    return transform, vel, acc
+
+
+def reference_msg(stamp: Time, ref: WalkerReference) -> MultiDOFJointTrajectory:
+    """:class:`WalkerReference` -> one-point ``MultiDOFJointTrajectory`` (see :data:`REFERENCE_JOINTS`)."""
+    msg = MultiDOFJointTrajectory()
+    msg.header.stamp = stamp
+    msg.header.frame_id = WORLD_FRAME
+    msg.joint_names = list(REFERENCE_JOINTS)
+    feet = ref.feet
+    entries = [
+        _entry(ref.com_pos, None, ref.com_vel, None, ref.com_acc),
+        *(
+            _entry(f.pos, f.rotation, f.lin_vel, f.ang_vel, f.lin_acc, f.ang_acc)
+            for f in (feet["left"], feet["right"])
+        ),
+        _entry(ref.zmp_cmd, None, ref.zmp_ref),
+        _entry(ref.dcm_ref),
+        _entry([float(feet["left"].in_contact), float(feet["right"].in_contact), 0.0]),
+    ]
+    point = MultiDOFJointTrajectoryPoint()
+    point.transforms = [e[0] for e in entries]
+    point.velocities = [e[1] for e in entries]
+    point.accelerations = [e[2] for e in entries]
+    point.time_from_start = Duration(sec=0, nanosec=0)
+    msg.points = [point]
+    return msg
+
+
+def reference_from_msg(msg: MultiDOFJointTrajectory, omega: float = float("nan")) -> WalkerReference:
+    """One-point ``MultiDOFJointTrajectory`` -> :class:`WalkerReference` (no footsteps, phase "")."""
+    if len(msg.points) < 1:
+        raise StateError("walking reference has no point")
+    point = msg.points[0]
+    index = {n: i for i, n in enumerate(msg.joint_names)}
+    missing = [n for n in REFERENCE_JOINTS if n not in index]
+    if missing:
+        raise StateError(f"walking reference lacks entries {missing} (has {list(msg.joint_names)})")
+    if not (len(point.transforms) == len(point.velocities) == len(point.accelerations) == len(msg.joint_names)):
+        raise StateError("walking reference: transforms, velocities and accelerations must have one entry per name")
+
+    def part(name):
+        i = index[name]
+        tr, vel, acc = point.transforms[i], point.velocities[i], point.accelerations[i]
+        return tr, vel, acc
+
+    contacts = vec3(part("contacts")[0].translation)
+
+    def foot(name, k):
+        tr, vel, acc = part(name)
+        return FootRef(
+            pos=vec3(tr.translation),
+            rotation=quat_to_rotation(tr.rotation),
+            lin_vel=vec3(vel.linear),
+            ang_vel=vec3(vel.angular),
+            lin_acc=vec3(acc.linear),
+            ang_acc=vec3(acc.angular),
+            in_contact=bool(contacts[k] > 0.5),
+        )
+
+    com_tr, com_vel, com_acc = part("com")
+    zmp_tr, zmp_vel, _ = part("zmp")
+    return WalkerReference(
+        time=stamp_to_ns(msg.header.stamp) * 1e-9,
+        phase="",
+        com_pos=vec3(com_tr.translation),
+        com_vel=vec3(com_vel.linear),
+        com_acc=vec3(com_acc.linear),
+        feet={"left": foot("left_foot", 0), "right": foot("right_foot", 1)},
+        zmp_ref=vec3(zmp_vel.linear),
+        zmp_cmd=vec3(zmp_tr.translation),
+        dcm_ref=vec3(part("dcm")[0].translation),
+        upcoming_footsteps=(),
+        omega=omega,
+    )
+
+
+def footstep_path(stamp: Time, footsteps) -> Path:
+    """Upcoming :class:`~zmp_walker.Footstep` s -> ``nav_msgs/Path`` (one pose per sole, in order)."""
+    msg = Path()
+    msg.header.stamp = stamp
+    msg.header.frame_id = WORLD_FRAME
+    for step in footsteps:
+        pose = PoseStamped()
+        pose.header.frame_id = WORLD_FRAME
+        t = step.t_end if math.isfinite(step.t_end) else 0.0
+        pose.header.stamp = ns_to_stamp(max(0, seconds_to_ns(t)))
+        pose.pose = Pose(position=to_point(step.pose.position), orientation=rotation_to_quat(step.pose.rotation))
+        msg.poses.append(pose)
+    return msg
+
+
+def goal_from_msg(msg: PoseStamped) -> tuple[float, float, float]:
+    """Goal ``(x, y, yaw)`` [m, m, rad] from a world-frame PoseStamped."""
+    p = msg.pose.position
+    return float(p.x), float(p.y), yaw_of(quat_to_rotation(msg.pose.orientation))
+
+
+def twist_from_msg(msg: Twist) -> tuple[float, float, float]:
+    """``cmd_vel`` -> ``(vx, vy, yaw_rate)`` [m/s, m/s, rad/s]."""
+    return float(msg.linear.x), float(msg.linear.y), float(msg.angular.z)

@@ -1,0 +1,406 @@
+"""The ROS node graph, defined once: which nodes, parameter files, parameters,
+remappings and ``use_sim_time``.  ``launch/*.launch.py`` turn these specs into
+``launch_ros`` nodes; ``wbc launch`` (:func:`run_graph`) runs the same specs
+with real rclpy, each node in its own process, without ``ros2 launch``.
+
+Graphs:
+    :func:`sim_graph`: mujoco_bridge + zmp_walker + whole_body_controller (base
+    state = the simulator's ground truth), optionally the state estimator;
+    :func:`hardware_graph`: zmp_walker + whole_body_controller + state_estimator
+    (base state = the estimator), talking to ros2_control's topics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from whole_body_control.robot import share_dir
+
+GROUND_TRUTH = "/ground_truth/odom"
+ESTIMATE = "/state_estimator/odom"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node: ``name``, the Python ``module`` with ``main()``, the console
+    script ``executable`` (``ros2 run whole_body_control <executable>``),
+    ``params_files`` (YAML with ``ros__parameters``), ``parameters`` overriding
+    them, and ``remappings`` ``(from, to)``."""
+
+    name: str
+    module: str
+    executable: str
+    params_files: tuple[str, ...] = ()
+    parameters: dict = field(default_factory=dict)
+    remappings: tuple[tuple[str, str], ...] = ()
+
+    def cmdline(self, python: str = sys.executable) -> list[str]:
+        """``python -m module --ros-args ...``: the same node outside ``ros2 launch``."""
+        args = [python, "-m", self.module, "--ros-args", "-r", f"__node:={self.name}"]
+        for f in self.params_files:
+            args += ["--params-file", str(f)]
+        for key, value in self.parameters.items():
+            args += ["-p", f"{key}:={_yaml_value(value)}"]
+        for src, dst in self.remappings:
+            args += ["-r", f"{src}:={dst}"]
+        return args
+
+
+def _yaml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_yaml_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def params_path(name: str) -> Path:
+    """``config/ros/<name>.yaml`` in the package share."""
+    return share_dir() / "config" / "ros" / f"{name}.yaml"
+
+
+PACKAGE = "whole_body_control"
+BRIDGE = ("mujoco_bridge", "whole_body_control.ros.mujoco_bridge", "mujoco_bridge")
+CONTROLLER = ("whole_body_controller", "whole_body_control.ros.controller_node", "whole_body_controller")
+WALKER = ("zmp_walker", "whole_body_control.ros.walker_node", "zmp_walker_node")
+ESTIMATOR = ("state_estimator", "whole_body_control.ros.state_estimator", "state_estimator")
+
+
+def sim_graph(
+    robot: str = "talos",
+    lockstep: bool = True,
+    params_file: str | None = None,
+    headless: bool = True,
+    walker: bool = True,
+    estimator: bool = False,
+    end_time: float = 0.0,
+    start_paused: bool = False,
+) -> list[NodeSpec]:
+    """The simulation graph (``launch/sim.launch.py``, ``wbc launch sim``).
+
+    ``headless`` is accepted for the launch interface; the bridge has no viewer
+    (record a report with ``wbc walk --out`` to see a run).
+    """
+    files = (str(params_file or params_path("sim")),)
+    common = {"robot": robot, "use_sim_time": True}
+    bridge = {
+        "robot": robot,
+        "mode": "lockstep" if lockstep else "realtime",
+        "end_time": float(end_time),
+        "start_paused": bool(start_paused),
+    }
+    ref_sync = "exact" if (walker and lockstep) else ("latest" if walker else "none")
+    sync = {"reference_sync": ref_sync, "base_sync": "exact" if lockstep else "latest"}
+    specs = [
+        NodeSpec(*BRIDGE, files, bridge),
+        NodeSpec(*CONTROLLER, files, {**common, **sync}, (("base_state", GROUND_TRUTH),)),
+    ]
+    if walker:
+        specs.append(NodeSpec(*WALKER, files, common, (("base_state", GROUND_TRUTH),)))
+    if estimator:
+        specs.append(NodeSpec(*ESTIMATOR, files, common))
+    return specs
+
+
+def hardware_graph(
+    robot: str = "talos",
+    params_file: str | None = None,
+    controller_name: str = "effort_controller",
+    walker: bool = True,
+    use_sim_time: bool = False,
+) -> list[NodeSpec]:
+    """The hardware graph (``launch/bringup.launch.py``): walker, controller and
+    estimator next to ros2_control (joint_state_broadcaster, an IMU broadcaster,
+    force/torque broadcasters and a forward_command_controller named
+    ``controller_name`` with interface_name effort)."""
+    files = (str(params_file or params_path("hardware")),)
+    common = {"robot": robot, "use_sim_time": bool(use_sim_time)}
+    specs = [
+        NodeSpec(
+            *CONTROLLER,
+            files,
+            {**common, "controller_name": controller_name, "reference_sync": "exact" if walker else "none"},
+            (("base_state", ESTIMATE),),
+        ),
+        NodeSpec(*ESTIMATOR, files, common),
+    ]
+    if walker:
+        specs.insert(0, NodeSpec(*WALKER, files, common, (("base_state", ESTIMATE),)))
+    return specs
+
+
+# -- running a graph without ros2 launch ---------------------------------------------------------
+
+_counter = 0
+
+
+@contextlib.contextmanager
+def domain_id():
+    """A ROS_DOMAIN_ID for one graph: ``$ROS_DOMAIN_ID`` if set, else one in 1..100
+    derived from the pid and a counter, skipping ids locked by other runs (lock
+    files in the temp directory, held for the duration of the block)."""
+    global _counter
+    if os.environ.get("ROS_DOMAIN_ID"):
+        yield int(os.environ["ROS_DOMAIN_ID"])
+        return
+    lock_dir = Path(tempfile.gettempdir()) / "wbc_ros_domains"
+    lock_dir.mkdir(exist_ok=True)
+    _counter += 1
+    start = (os.getpid() * 7 + _counter) % 100
+    for k in range(100):
+        did = (start + k) % 100 + 1
+        fd = os.open(lock_dir / f"{did}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        try:
+            yield did
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        return
+    raise RuntimeError("no free ROS_DOMAIN_ID in 1..100")
+
+
+def graph_env(did: int, base: dict | None = None) -> dict:
+    """Environment of the graph's processes: the domain, localhost-only discovery
+    (unless the caller set a range), unbuffered Python, this package on the path."""
+    env = dict(os.environ if base is None else base)
+    env["ROS_DOMAIN_ID"] = str(did)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env["PYTHONUNBUFFERED"] = "1"
+    # the children import this very checkout of the package (also when it is not pip-installed)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class Processes:
+    """Child processes of a graph, each in its own process group; :meth:`stop`
+    ends them all (SIGINT, then SIGTERM, then SIGKILL)."""
+
+    def __init__(self, specs: list[NodeSpec], env: dict, log_dir: Path):
+        self.procs: list[tuple[NodeSpec, subprocess.Popen, Path]] = []
+        log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for spec in specs:
+                log = log_dir / f"{spec.name}.log"
+                with open(log, "wb") as out:
+                    p = subprocess.Popen(
+                        spec.cmdline(), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                    )
+                self.procs.append((spec, p, log))
+        except BaseException:
+            self.stop()
+            raise
+
+    def dead(self) -> list[str]:
+        return [f"{s.name} (exit {p.returncode}): {_tail(log)}" for s, p, log in self.procs if p.poll() is not None]
+
+    def stop(self, timeout: float = 5.0) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            alive = [p for _, p, _ in self.procs if p.poll() is None]
+            if not alive:
+                return
+            for p in alive:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, sig)
+            deadline = time.monotonic() + timeout
+            for p in alive:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def run_graph(
+    robot: str = "talos",
+    lockstep: bool = True,
+    duration: float = 10.0,
+    cmd_vel: float = 0.0,
+    params_file: str | None = None,
+    timeout: float | None = None,
+    log_dir: str | None = None,
+    estimator: bool = False,
+) -> dict:
+    """Run the simulation graph for ``duration`` [s] of simulated time, walking at
+    ``cmd_vel`` [m/s] (forward) from the start; returns the run summary.
+
+    The bridge starts paused; the driver (this process) sends /cmd_vel until the
+    walker has taken it, then un-pauses: in lockstep the run is deterministic.
+    """
+    import rclpy
+    from rclpy.node import Node
+    from std_msgs.msg import Bool, String
+    from geometry_msgs.msg import Twist
+
+    specs = sim_graph(robot, lockstep, params_file, walker=True, estimator=estimator, end_time=duration, start_paused=True)
+    timeout = timeout if timeout is not None else 120.0 + duration * (60.0 if lockstep else 3.0)
+    logs = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="wbc_launch_"))
+    with domain_id() as did:
+        env = graph_env(did)
+        os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        procs = Processes(specs, env, logs)
+        node = None
+        try:
+            node = Node("wbc_launch_driver", context=context)
+            executor = rclpy.executors.SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            seen: dict = {"sim": None, "walker": None}
+            node.create_subscription(String, "/sim/status", lambda m: seen.__setitem__("sim", json.loads(m.data)), 10)
+            node.create_subscription(String, "/walker/status", lambda m: seen.__setitem__("walker", json.loads(m.data)), 10)
+            cmd_pub = node.create_publisher(Twist, "/cmd_vel", 10)
+            pause_pub = node.create_publisher(Bool, "/sim/pause", 10)
+            twist = Twist()
+            twist.linear.x = float(cmd_vel)
+            t_start = time.monotonic()
+
+            def check(what: str):
+                dead = procs.dead()
+                if dead:
+                    raise RuntimeError(f"{what}: node(s) exited: " + "; ".join(dead))
+                if time.monotonic() - t_start > timeout:
+                    raise TimeoutError(f"{what}: no result after {timeout:.0f} s (logs in {logs})")
+
+            # 1. the walker has the command and every node is up
+            commands = f"/{'effort_controller'}/commands"
+            while True:
+                check("start-up")
+                cmd_pub.publish(twist)
+                w = seen["walker"]
+                ready = (
+                    w is not None
+                    and abs(w["cmd_vel"][0] - float(cmd_vel)) < 1e-12
+                    and node.count_publishers(commands) > 0
+                    and node.count_subscribers("/sim/pause") > 0
+                    and node.count_subscribers("/walker/reference") > 0
+                )
+                if ready:
+                    break
+                executor.spin_once(timeout_sec=0.1)
+            # 2. run
+            pause_pub.publish(Bool(data=False))
+            wall0 = time.monotonic()
+            first = None
+            while True:
+                check("run")
+                executor.spin_once(timeout_sec=0.1)
+                s = seen["sim"]
+                if s is None:
+                    if time.monotonic() - wall0 > 5.0:
+                        pause_pub.publish(Bool(data=False))
+                        wall0 = time.monotonic()
+                    continue
+                if first is None:
+                    first = s
+                if s["finished"] or s["fell"]:
+                    break
+            final = seen["sim"]
+        finally:
+            if node is not None:
+                node.destroy_node()
+            rclpy.shutdown(context=context)
+            procs.stop()
+    x0, y0 = first["base_pose"][:2] if first else (0.0, 0.0)
+    pose = final["base_pose"]
+    return {
+        "robot": robot,
+        "mode": "lockstep" if lockstep else "realtime",
+        "duration_s": final["time"],
+        "cmd_vel_mps": cmd_vel,
+        "fell": final["fell"],
+        "fall_reason": final["fall_reason"],
+        "distance_m": math.hypot(pose[0] - x0, pose[1] - y0),
+        "control_rate_hz": final["control_rate_hz"],
+        "real_time_factor": final["real_time_factor"],
+        "deadline_misses": final["deadline_misses"],
+        "rejected_commands": final["rejected_commands"],
+        "round_trip_ms_median": final["round_trip_ms_median"],
+        "round_trip_ms_p99": final["round_trip_ms_p99"],
+        "final_base_pose": pose,
+        "ros_domain_id": did,
+        "logs": str(logs),
+    }
+
+
+# -- the CLI ---------------------------------------------------------------------------------------
+
+
+def cmd_launch(args) -> int:
+    summary = run_graph(
+        robot=args.robot,
+        lockstep=args.lockstep,
+        duration=args.duration,
+        cmd_vel=args.cmd_vel,
+        params_file=args.params_file,
+        timeout=args.timeout,
+        log_dir=args.logs,
+        estimator=args.estimator,
+    )
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        width = max(len(k) for k in summary)
+        for key, value in summary.items():
+            print(f"{key:<{width}}  {value}")
+    return 1 if summary["fell"] else 0
+
+
+def register(subparsers) -> None:
+    """``wbc launch sim ...``: the simulation graph with real rclpy, one process per node."""
+    p = subparsers.add_parser("launch", help="run a ROS 2 node graph with rclpy, one process per node")
+    lsub = p.add_subparsers(dest="graph", required=True)
+    s = lsub.add_parser("sim", help="mujoco_bridge + zmp_walker + whole_body_controller")
+    s.add_argument("--robot", default="talos", help="robot name (config/robots/<name>.yaml)")
+    s.add_argument("--lockstep", action="store_true", help="one control period per command (deterministic)")
+    s.add_argument("--duration", type=float, default=10.0, help="simulated time [s]")
+    s.add_argument("--cmd-vel", type=float, default=0.0, help="forward /cmd_vel from the start [m/s]")
+    s.add_argument("--params-file", default=None, help="parameter YAML (default config/ros/sim.yaml)")
+    s.add_argument("--estimator", action="store_true", help="also run the state estimator")
+    s.add_argument("--timeout", type=float, default=None, help="wall-clock limit [s]")
+    s.add_argument("--logs", default=None, help="directory for the nodes' logs")
+    s.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    s.set_defaults(func=cmd_launch)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="wbc")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""``mujoco_bridge``: the MuJoCo :class:`~whole_body_control.sim.Simulation` behind
+the interfaces a ros2_control robot offers.
+
+Publishes (stamped with the simulated time):
+    /clock (rosgraph_msgs/Clock), /joint_states (sensor_msgs/JointState, with
+    names, efforts = applied torques), /imu (sensor_msgs/Imu),
+    /ground_truth/odom (nav_msgs/Odometry: pose in world, twist in the base
+    frame), /<side>_foot/wrench (geometry_msgs/WrenchStamped, ground reaction in
+    the sole frame), /sim/status (std_msgs/String, JSON, every ``status_period``).
+Subscribes:
+    /<controller_name>/commands (std_msgs/Float64MultiArray): efforts [N m] in the
+    order of the ``joints`` parameter (matched to the robot by name), as
+    ros2_control's forward_command_controller with interface_name effort; a
+    command of the wrong size is rejected with a logged error;
+    /sim/pause (std_msgs/Bool), /sim/reset (std_msgs/Empty),
+    /sim/push (geometry_msgs/WrenchStamped: force [N] in the world frame on
+    ``header.frame_id`` (a body; empty: the torso) for ``push_duration`` [s], at
+    the simulated time ``header.stamp`` or at once if that is not in the future).
+
+Modes:
+    lockstep: one control period (``control_period / timestep`` simulation steps)
+    per received command, then the new state is published; the first state is
+    published once a command publisher is matched (and re-sent every
+    ``resend_period`` wall seconds while unanswered).  A command whose layout
+    carries ``stamp_ns=<ns>`` (see :func:`command_stamp`) must answer the pending
+    state, otherwise it is ignored: late duplicates cannot advance the clock.
+    realtime: a wall-clock timer steps every control period (scaled by
+    ``real_time_factor``) with the latest command held; a step without a fresh
+    command counts as a deadline miss.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Bool, Empty, Float64MultiArray, String
+
+from whole_body_control.errors import WbcError
+from whole_body_control.robot import load_robot
+from whole_body_control.ros import conversions as cv
+from whole_body_control.ros.params import INF, Param, declare, result, spin
+from whole_body_control.runner import FallDetector
+from whole_body_control.sim import SimConfig, Simulation
+
+STATE_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+
+PARAMS = [
+    Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
+    Param("mode", "lockstep", "'lockstep': one control period per command; 'realtime': wall-clock timer", read_only=True),
+    Param("timestep", 0.001, "simulation timestep [s]", (1e-5, 0.01), read_only=True),
+    Param("control_period", 0.001, "control period [s]; a multiple of the timestep", (1e-5, 0.1), read_only=True),
+    Param("controller_name", "effort_controller", "commands come on /<controller_name>/commands", read_only=True),
+    Param("joints", [], "joint order of the commands (empty: the robot's joints in Pinocchio order)", read_only=True),
+    Param("real_time_factor", 1.0, "realtime mode: simulated seconds per wall second [-]", (0.01, 100.0)),
+    Param("end_time", 0.0, "stop stepping at this simulated time [s] (0: never)", (0.0, INF)),
+    Param("start_paused", False, "start paused (/sim/pause false starts)"),
+    Param("push_duration", 0.1, "duration of a /sim/push force [s]", (1e-4, 10.0)),
+    Param("resend_period", 1.0, "lockstep: re-send an unanswered state after this many wall seconds", (0.01, 60.0)),
+    Param("status_period", 0.1, "period of /sim/status in simulated time [s]", (1e-3, 10.0)),
+    Param("base_frame", "base_link", "child frame of the odometry and frame of the IMU", read_only=True),
+]
+
+
+def command_stamp(msg: Float64MultiArray) -> int | None:
+    """Stamp [ns] of the state a command answers (layout label ``stamp_ns=<ns>``), or None."""
+    for dim in msg.layout.dim:
+        if dim.label.startswith("stamp_ns="):
+            try:
+                return int(dim.label[len("stamp_ns=") :])
+            except ValueError:
+                return None
+    return None
+
+
+class MujocoBridge(Node):
+    def __init__(self, **kwargs):
+        super().__init__("mujoco_bridge", **kwargs)
+        p = declare(self, PARAMS)
+        self.p = p
+        self.robot = load_robot(p["robot"])
+        self.sim = Simulation(self.robot, SimConfig(timestep=p["timestep"], visual_meshes=False))
+        self.substeps = max(1, round(p["control_period"] / p["timestep"]))
+        if abs(self.substeps * p["timestep"] - p["control_period"]) > 1e-9:
+            raise WbcError(f"control_period {p['control_period']} s is not a multiple of timestep {p['timestep']} s")
+        joints = p["joints"] or list(self.robot.joint_names)
+        self.command_map = cv.JointMap(self.robot.joint_names)
+        try:
+            self.command_index = self.command_map.indices(joints)
+        except WbcError as exc:
+            raise WbcError(f"parameter 'joints': {exc}") from exc
+        self.lockstep = p["mode"] == "lockstep"
+        if p["mode"] not in ("lockstep", "realtime"):
+            raise WbcError(f"parameter 'mode' must be 'lockstep' or 'realtime', got '{p['mode']}'")
+        self.paused = bool(p["start_paused"])
+        self.tau = np.zeros(self.robot.na)
+        self.fresh_command = False
+        self.pending_ns: int | None = None  # lockstep: stamp of the state waiting for its command
+        self.last_publish_wall = 0.0
+        self.steps = 0  # control periods
+        self.deadline_misses = 0
+        self.rejected = 0
+        self.round_trips: list[float] = []
+        self.wall_start: float | None = None
+        self.fall = FallDetector(self.robot)
+        self.finished = False
+        self._pushes: list[tuple[int, str, np.ndarray]] = []
+        self._next_status_ns = 0
+
+        self.clock_pub = self.create_publisher(Clock, "/clock", STATE_QOS)
+        self.js_pub = self.create_publisher(JointState, "/joint_states", STATE_QOS)
+        self.imu_pub = self.create_publisher(Imu, "/imu", STATE_QOS)
+        self.odom_pub = self.create_publisher(Odometry, "/ground_truth/odom", STATE_QOS)
+        self.wrench_pubs = {
+            s: self.create_publisher(WrenchStamped, f"/{s}_foot/wrench", STATE_QOS) for s in ("left", "right")
+        }
+        self.status_pub = self.create_publisher(String, "/sim/status", 10)
+        topic = f"/{p['controller_name']}/commands"
+        self.cmd_sub = self.create_subscription(Float64MultiArray, topic, self.on_command, COMMAND_QOS)
+        self.create_subscription(Bool, "/sim/pause", self.on_pause, 10)
+        self.create_subscription(Empty, "/sim/reset", self.on_reset, 10)
+        self.create_subscription(WrenchStamped, "/sim/push", self.on_push, 10)
+        self.add_on_set_parameters_callback(self.on_set_parameters)
+        if self.lockstep:
+            self.create_timer(0.01, self.lockstep_watch)
+        else:
+            self.timer = self.create_timer(p["control_period"] / p["real_time_factor"], self.realtime_tick)
+        self.get_logger().info(
+            f"{self.robot.name}: {p['mode']} at {1.0 / p['control_period']:.0f} Hz "
+            f"({self.substeps} x {p['timestep']} s), commands on {topic}"
+        )
+
+    # -- parameters --------------------------------------------------------------------------
+
+    def on_set_parameters(self, params):
+        for prm in params:
+            if prm.name == "real_time_factor" and not self.lockstep:
+                self.destroy_timer(self.timer)
+                self.timer = self.create_timer(self.p["control_period"] / prm.value, self.realtime_tick)
+            self.p[prm.name] = prm.value
+        return result()
+
+    # -- inputs --------------------------------------------------------------------------------
+
+    def on_command(self, msg: Float64MultiArray) -> None:
+        data = cv.command_from_msg(msg)
+        if data.size != self.command_index.size:
+            self.rejected += 1
+            self.get_logger().error(
+                f"command rejected: expected {self.command_index.size} efforts (joints parameter), got {data.size}",
+                throttle_duration_sec=1.0,
+            )
+            return
+        if not np.all(np.isfinite(data)):
+            self.rejected += 1
+            self.get_logger().error("command rejected: non-finite efforts", throttle_duration_sec=1.0)
+            return
+        stamp = command_stamp(msg)
+        if self.lockstep and stamp is not None and stamp != self.pending_ns:
+            return  # answers another state (late duplicate)
+        self.tau = data[self.command_index]  # robot joint k is entry command_index[k] of the command
+        self.fresh_command = True
+        if self.lockstep and self.pending_ns is not None and not self.paused and not self.finished:
+            self.round_trips.append(time.perf_counter() - self.last_publish_wall)
+            self.advance()
+
+    def on_pause(self, msg: Bool) -> None:
+        was = self.paused
+        self.paused = bool(msg.data)
+        if was and not self.paused and self.lockstep:
+            self.publish_state()  # resume: ask for the next command
+
+    def on_reset(self, _msg: Empty) -> None:
+        self.sim.reset(self.robot.q_ref)
+        self.tau[:] = 0.0
+        self.fall = FallDetector(self.robot)
+        self.finished = False
+        self._pushes.clear()
+        self.get_logger().info("simulation reset")
+        if self.lockstep and not self.paused:
+            self.publish_state()
+
+    def on_push(self, msg: WrenchStamped) -> None:
+        body = msg.header.frame_id or self.robot.config.torso_frame
+        at_ns = cv.stamp_to_ns(msg.header.stamp)
+        self._pushes.append((at_ns, body, cv.vec3(msg.wrench.force)))
+
+    # -- stepping ------------------------------------------------------------------------------
+
+    def now_ns(self) -> int:
+        return cv.seconds_to_ns(self.steps * self.p["control_period"])
+
+    def advance(self) -> None:
+        """One control period with the held command, then publish the state."""
+        if self.wall_start is None:
+            self.wall_start = time.perf_counter()
+        now = self.now_ns()
+        for push in [x for x in self._pushes if x[0] <= now]:
+            self._pushes.remove(push)
+            try:
+                self.sim.push(push[1], push[2], self.p["push_duration"])
+                self.get_logger().info(f"push {push[2].tolist()} N on '{push[1]}' at t = {now * 1e-9:.3f} s")
+            except ValueError as exc:
+                self.get_logger().error(str(exc))
+        if not self.fresh_command:
+            self.deadline_misses += 1
+        self.fresh_command = False
+        for _ in range(self.substeps):
+            self.sim.step(self.tau)
+        self.steps += 1
+        sim = self.sim
+        polygon = np.zeros((0, 2))  # height and body-contact criteria only (no capture point here)
+        if self.fall.reason is None and self.fall.update(sim.time, sim, sim.com(), np.zeros(3), polygon):
+            self.get_logger().error(f"fall at t = {sim.time:.3f} s: {self.fall.reason}")
+        end = self.p["end_time"]
+        if end > 0 and self.now_ns() >= cv.seconds_to_ns(end):
+            self.finished = True
+        self.publish_state()
+
+    def publish_state(self) -> None:
+        sim, robot = self.sim, self.robot
+        ns = self.now_ns()
+        stamp = cv.ns_to_stamp(ns)
+        q, v = sim.q, sim.v
+        self.clock_pub.publish(Clock(clock=stamp))
+        imu = sim.imu()
+        self.imu_pub.publish(cv.imu_msg(stamp, self.p["base_frame"], imu.orientation, imu.gyro, imu.linear_acceleration))
+        self.odom_pub.publish(cv.odometry_msg(stamp, q[:7], v[:6], self.p["base_frame"]))
+        for side, w in sim.foot_wrenches().items():
+            self.wrench_pubs[side].publish(cv.wrench_msg(stamp, robot.feet[side].frame, w))
+        status_due = ns >= self._next_status_ns or self.finished
+        if status_due:
+            self._next_status_ns = ns + cv.seconds_to_ns(self.p["status_period"])
+            self.publish_status()
+        # joint states last: a subscriber that has them has the rest of this instant (same stamp)
+        self.js_pub.publish(cv.joint_state_msg(stamp, robot.joint_names, q[7:], v[6:], self.tau))
+        self.pending_ns = None if self.finished else ns
+        self.last_publish_wall = time.perf_counter()
+
+    def status(self) -> dict:
+        q = self.sim.q
+        wall = time.perf_counter() - self.wall_start if self.wall_start else 0.0
+        rt = np.array(self.round_trips[-5000:]) * 1e3
+        return {
+            "time": self.sim.time,
+            "steps": self.steps,
+            "mode": self.p["mode"],
+            "paused": self.paused,
+            "finished": self.finished,
+            "fell": self.fall.reason is not None,
+            "fall_reason": self.fall.reason,
+            "control_rate_hz": self.steps / wall if wall > 0 else 0.0,
+            "real_time_factor": self.sim.time / wall if wall > 0 else 0.0,
+            "deadline_misses": self.deadline_misses,
+            "rejected_commands": self.rejected,
+            "round_trip_ms_median": float(np.median(rt)) if rt.size else None,
+            "round_trip_ms_p99": float(np.percentile(rt, 99)) if rt.size else None,
+            "base_pose": [float(x) for x in q[:7]],
+        }
+
+    def publish_status(self) -> None:
+        self.status_pub.publish(String(data=json.dumps(self.status())))
+
+    def lockstep_watch(self) -> None:
+        """Lockstep start-up and re-sends: publish the state until a command answers it."""
+        if self.paused or self.finished:
+            return
+        if self.pending_ns is None:
+            if self.steps == 0 and self.cmd_sub.get_publisher_count() > 0:
+                self.publish_state()
+            return
+        if time.perf_counter() - self.last_publish_wall > self.p["resend_period"]:
+            self.publish_state()
+
+    def realtime_tick(self) -> None:
+        if self.paused or self.finished:
+            return
+        if self.steps == 0 and not self.fresh_command:
+            self.publish_state()  # wait for the controller's first command before time runs
+            return
+        self.advance()
+
+
+def main(args=None) -> None:
+    spin(MujocoBridge, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""``state_estimator``: floating-base position and velocity for hardware, from the
+IMU and the leg kinematics of the feet in contact.
+
+Orientation and angular velocity are the IMU's (the IMU frame is the base
+frame).  Position and linear velocity (world) come from a linear Kalman filter
+on ``x = [p, v]``:
+
+* predict with the accelerometer: ``a = R f_imu - g``;
+* for each foot in contact (normal force above ``contact_force`` on
+  ``/<side>_foot/wrench``; both feet when no wrench was ever received), the foot
+  stays where it touched down (its *anchor* ``a_f``): ``p = a_f - R r_f`` and
+  ``v = -(d/dt)(R r_f)`` with ``r_f`` the sole position in the base frame from
+  the joint positions (Pinocchio forward kinematics) and its rate from the
+  joint velocities and the gyro.
+
+At start-up the base is placed so that the lowest sole is at z = 0 above the
+world origin's ``initial_xy``.  Publishes ``/state_estimator/odom``
+(nav_msgs/Odometry, stamped with the joint states' stamp, twist in the base
+frame) for each /joint_states.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import rclpy
+from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from sensor_msgs.msg import Imu, JointState
+
+from whole_body_control.errors import StateError
+from whole_body_control.robot import RobotModel, load_robot
+from whole_body_control.ros import conversions as cv
+from whole_body_control.ros.mujoco_bridge import STATE_QOS
+from whole_body_control.ros.params import INF, Param, declare, result, spin
+
+GRAVITY = np.array([0.0, 0.0, 9.81])
+SIDES = ("left", "right")
+
+PARAMS = [
+    Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
+    Param("contact_force", 50.0, "normal force above which a foot is in contact [N]", (0.0, INF)),
+    Param("position_noise", 1.0e-3, "std of the kinematic base position measurement [m]", (1e-9, 10.0)),
+    Param("velocity_noise", 2.0e-2, "std of the kinematic base velocity measurement [m/s]", (1e-9, 10.0)),
+    Param("acceleration_noise", 0.5, "std of the accelerometer (process noise) [m/s^2]", (1e-9, 100.0)),
+    Param("initial_xy", [0.0, 0.0], "base position in the ground plane at start-up [m]"),
+    Param("base_frame", "base_link", "child frame of the odometry", read_only=True),
+]
+
+
+class LegOdometry:
+    """The ROS-free filter (see the module docstring).  ``update`` returns ``(p, v)`` in the world."""
+
+    def __init__(self, robot: RobotModel, position_noise: float, velocity_noise: float, acceleration_noise: float):
+        self.robot = robot
+        self.data = robot.model.createData()
+        self.x: np.ndarray | None = None
+        self.P = np.eye(6) * 1e-4
+        self.anchors: dict[str, np.ndarray] = {}
+        self.set_noise(position_noise, velocity_noise, acceleration_noise)
+
+    def set_noise(self, position_noise: float, velocity_noise: float, acceleration_noise: float) -> None:
+        self.Rm = np.diag([position_noise**2] * 3 + [velocity_noise**2] * 3)
+        self.sigma_a = acceleration_noise
+
+    def _feet(self, quat_xyzw, gyro, qj, vj) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per sole: position relative to the base (world axes) and its rate with the base fixed in translation."""
+        model, data = self.robot.model, self.data
+        q = np.concatenate([[0.0, 0.0, 0.0], quat_xyzw / np.linalg.norm(quat_xyzw), qj])
+        v = np.concatenate([[0.0, 0.0, 0.0], gyro, vj])
+        pin.forwardKinematics(model, data, q, v)
+        out = {}
+        for side in SIDES:
+            fid = self.robot.foot_frame_ids[side]
+            r = pin.updateFramePlacement(model, data, fid).translation.copy()
+            rdot = pin.getFrameVelocity(model, data, fid, pin.LOCAL_WORLD_ALIGNED).linear.copy()
+            out[side] = (r, rdot)
+        return out
+
+    def update(self, dt: float, quat_xyzw, gyro, accel, qj, vj, contacts: dict[str, bool], initial_xy=(0.0, 0.0)):
+        R = pin.Quaternion(quat_xyzw[3], *quat_xyzw[:3]).normalized().toRotationMatrix()
+        feet = self._feet(quat_xyzw, gyro, qj, vj)
+        if self.x is None:
+            z = -min(feet[s][0][2] for s in SIDES)
+            self.x = np.array([initial_xy[0], initial_xy[1], z, 0.0, 0.0, 0.0])
+        # predict
+        if dt > 0:
+            a = R @ accel - GRAVITY
+            F = np.eye(6)
+            F[:3, 3:] = np.eye(3) * dt
+            self.x = F @ self.x + np.concatenate([0.5 * dt * dt * a, dt * a])
+            G = np.vstack([np.eye(3) * 0.5 * dt * dt, np.eye(3) * dt])
+            self.P = F @ self.P @ F.T + G @ G.T * self.sigma_a**2
+        # anchors: a foot that lands stays where it landed
+        for side in SIDES:
+            if contacts[side] and side not in self.anchors:
+                self.anchors[side] = self.x[:3] + feet[side][0]
+            elif not contacts[side]:
+                self.anchors.pop(side, None)
+        # correct
+        for side in self.anchors:
+            r, rdot = feet[side]
+            z = np.concatenate([self.anchors[side] - r, -rdot])
+            S = self.P + self.Rm
+            K = self.P @ np.linalg.inv(S)
+            self.x = self.x + K @ (z - self.x)
+            self.P = (np.eye(6) - K) @ self.P
+        return self.x[:3].copy(), self.x[3:].copy(), R
+
+
+class StateEstimatorNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("state_estimator", **kwargs)
+        p = declare(self, PARAMS)
+        self.p = p
+        self.robot = load_robot(p["robot"])
+        self.joint_map = cv.JointMap(self.robot.joint_names)
+        self.filter = LegOdometry(self.robot, p["position_noise"], p["velocity_noise"], p["acceleration_noise"])
+        self.imus: dict[int, Imu] = {}
+        self.wrenches: dict[str, WrenchStamped] = {}
+        self.last_ns: int | None = None
+        self.add_on_set_parameters_callback(self.on_set_parameters)
+        self.pub = self.create_publisher(Odometry, "/state_estimator/odom", STATE_QOS)
+        self.create_subscription(Imu, "/imu", self.on_imu, STATE_QOS)
+        self.create_subscription(JointState, "/joint_states", self.on_joint_states, STATE_QOS)
+        for side in SIDES:
+            self.create_subscription(
+                WrenchStamped, f"/{side}_foot/wrench", lambda m, s=side: self.wrenches.__setitem__(s, m), STATE_QOS
+            )
+
+    def on_set_parameters(self, params):
+        values = dict(self.p)
+        for prm in params:
+            values[prm.name] = prm.value
+        if len(values["initial_xy"]) != 2:
+            return result(f"initial_xy needs 2 values [m], got {list(values['initial_xy'])}")
+        self.p.update(values)
+        self.filter.set_noise(values["position_noise"], values["velocity_noise"], values["acceleration_noise"])
+        return result()
+
+    def on_imu(self, msg: Imu) -> None:
+        ns = cv.stamp_to_ns(msg.header.stamp)
+        self.imus[ns] = msg
+        while len(self.imus) > 32:
+            del self.imus[min(self.imus)]
+
+    def contacts(self) -> dict[str, bool]:
+        if len(self.wrenches) < 2:
+            return {s: True for s in SIDES}
+        return {s: self.wrenches[s].wrench.force.z > self.p["contact_force"] for s in SIDES}
+
+    def on_joint_states(self, msg: JointState) -> None:
+        ns = cv.stamp_to_ns(msg.header.stamp)
+        imu = self.imus.get(ns) or (self.imus[max(self.imus)] if self.imus else None)
+        if imu is None:
+            return
+        try:
+            qj, vj = cv.joints_from_msg(msg, self.joint_map)
+        except StateError as exc:
+            self.get_logger().error(f"/joint_states rejected: {exc}", throttle_duration_sec=1.0)
+            return
+        quat, gyro, accel = cv.imu_from_msg(imu)
+        if not all(np.all(np.isfinite(a)) for a in (quat, gyro, accel, qj, vj)):
+            self.get_logger().error("non-finite joint states or IMU: no estimate", throttle_duration_sec=1.0)
+            return
+        dt = 0.0 if self.last_ns is None or ns <= self.last_ns else (ns - self.last_ns) * 1e-9
+        if self.last_ns is not None and ns < self.last_ns:
+            self.filter = LegOdometry(self.robot, self.p["position_noise"], self.p["velocity_noise"], self.p["acceleration_noise"])
+        self.last_ns = ns
+        p, v_world, R = self.filter.update(dt, quat, gyro, accel, qj, vj, self.contacts(), self.p["initial_xy"])
+        q_base = np.concatenate([p, quat / np.linalg.norm(quat)])
+        v_base = np.concatenate([R.T @ v_world, gyro])
+        self.pub.publish(cv.odometry_msg(msg.header.stamp, q_base, v_base, self.p["base_frame"]))
+
+
+def main(args=None) -> None:
+    spin(StateEstimatorNode, args)
+
+
+if __name__ == "__main__":
+    main()
