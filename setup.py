@@ -59,6 +59,10 @@ setup(
     entry_points={
         "console_scripts": [
             "wbc = whole_body_control.cli:main",
+            "mujoco_bridge = whole_body_control.ros.mujoco_bridge:main",
+            "whole_body_controller = whole_body_control.ros.controller_node:main",
+            "zmp_walker_node = whole_body_control.ros.walker_node:main",
+            "state_estimator = whole_body_control.ros.state_estimator:main",
         ],
     },
 )

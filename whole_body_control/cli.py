@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="reports/demo", help="report directory")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_demo)
+
+    from whole_body_control.ros.graph import register as register_launch  # rclpy only when run
+
+    register_launch(sub)
     return parser
 
 

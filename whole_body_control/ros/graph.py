@@ -26,8 +26,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from whole_body_control.robot import share_dir
-
 GROUND_TRUTH = "/ground_truth/odom"
 ESTIMATE = "/state_estimator/odom"
 
@@ -70,6 +68,8 @@ def _yaml_value(value) -> str:
 
 def params_path(name: str) -> Path:
     """``config/ros/<name>.yaml`` in the package share."""
+    from whole_body_control.robot import share_dir
+
     return share_dir() / "config" / "ros" / f"{name}.yaml"
 
 
@@ -355,7 +355,12 @@ def run_graph(
 # -- the CLI ---------------------------------------------------------------------------------------
 
 
+def _interrupt(*_):
+    raise KeyboardInterrupt
+
+
 def cmd_launch(args) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # children are stopped by run_graph's finally
     summary = run_graph(
         robot=args.robot,
         lockstep=args.lockstep,
