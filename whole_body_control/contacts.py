@@ -135,19 +135,18 @@ class Contact6D:
         lower[-1], upper[-1] = fz_min, fz_max
         return self.F, lower, upper
 
-    def check_wrench(self, f: np.ndarray, tol: float = 1e-6) -> list[str]:
-        """Violations of the true (circular) friction cone, the CoP and fz >= 0, as text."""
+    def check_wrench(self, f: np.ndarray, tol: float = 1e-3) -> list[str]:
+        """Violations, beyond ``tol`` [N or N m], of fz >= 0, the true (circular) friction
+        cone ``|(fx, fy)| <= mu fz`` and the CoP rows ``y_min fz <= tx <= y_max fz``,
+        ``-x_max fz <= ty <= -x_min fz``, as text."""
         fx, fy, fz, tx, ty, _ = f
+        s = self.sole
         out = []
         if fz < -tol:
             out.append(f"{self.name}: negative normal force {fz:.3g} N")
         if math.hypot(fx, fy) > self.mu * fz + tol:
-            out.append(f"{self.name}: tangential force {math.hypot(fx, fy):.3g} N > mu fz {self.mu * fz:.3g} N")
-        s = self.sole
-        if fz > tol:
-            px, py = -ty / fz, tx / fz
-            if not (s.x_min - 1e-6 <= px <= s.x_max + 1e-6 and s.y_min - 1e-6 <= py <= s.y_max + 1e-6):
-                out.append(f"{self.name}: CoP ({px:.4f}, {py:.4f}) outside the sole")
-        elif abs(tx) > tol or abs(ty) > tol:
-            out.append(f"{self.name}: torque without normal force")
+            out.append(f"{self.name}: tangential force {math.hypot(fx, fy):.4g} N > mu fz {self.mu * fz:.4g} N")
+        if not (s.y_min * fz - tol <= tx <= s.y_max * fz + tol and -s.x_max * fz - tol <= ty <= -s.x_min * fz + tol):
+            px, py = (-ty / fz, tx / fz) if fz > 0 else (float("nan"), float("nan"))
+            out.append(f"{self.name}: CoP ({px:.4f}, {py:.4f}) outside the sole (tx {tx:.4g}, ty {ty:.4g} N m)")
         return out

@@ -505,8 +505,19 @@ class WholeBodyController:
         # An approximate level may overshoot a limit by its tolerance: the clip is reported
         # through the dynamics residual (zero whenever no clipping happened).
         clipped = np.clip(tau, -self.robot.tau_max, self.robot.tau_max)
-        full[6:] += tau - clipped
-        tau = clipped
+        overshoot = float(np.max(np.abs(tau - clipped)))
+        if overshoot > 1e-2:  # [N m] more than a solver tolerance: the limits were not met
+            return None
+        if overshoot > 0.0:
+            # An approximate level overshot a torque limit by its tolerance: keep the
+            # physics exact for the clipped torques (the contact acceleration then moves
+            # by the same tiny amount).
+            tau = clipped
+            rhs = Js[0].T @ fs[0] + Js[1].T @ fs[1] - st.h
+            rhs[6:] += tau
+            a = np.linalg.solve(st.M, rhs)
+            full = st.M @ a + st.h - Js[0].T @ fs[0] - Js[1].T @ fs[1]
+            full[6:] -= tau
         dyn = float(np.linalg.norm(full))
         wrenches = {s: f.copy() for s, f in zip(SIDES, fs)}
         self._last_wrenches = wrenches

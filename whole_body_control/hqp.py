@@ -106,7 +106,7 @@ class HierarchicalQP:
         # Inequalities active at a higher level are widened by this much (row-normalized
         # units) below it: exactly tight rows make proxsuite's infeasibility test misfire.
         self.feasibility_margin = 1e-7
-        self.accept_tolerance = 1e-3
+        self.accept_tolerance = 1e-6
         self.max_iter = max_iter
         self.regularization = regularization
         self.rank_tol = rank_tol
@@ -129,6 +129,9 @@ class HierarchicalQP:
             # The default certificate threshold (1e-4) declares feasible problems with
             # nearly parallel rows infeasible; true infeasibility ends at max_iter instead.
             qp.settings.eps_primal_inf = 1e-12
+            # Bound the worst case: a 1 kHz loop cannot wait for thousands of inner steps;
+            # an unfinished level is used if feasible, else the fallback ladder acts.
+            qp.settings.max_iter_in = 30
             self._qps[key] = qp
         return qp
 
@@ -163,13 +166,14 @@ class HierarchicalQP:
         # Rows the remaining freedom cannot move are dropped (their slack holds at z = 0
         # below the first level); the others are re-normalized. Near-zero rows make
         # proxsuite's infeasibility certificate misfire.
+        # (The row count stays fixed so that each level keeps one proxsuite workspace.)
         row_norm = np.linalg.norm(CZ, axis=1)
         keep = row_norm > 1e-9
         if k > 0 or np.all(keep):
-            inv = 1.0 / row_norm[keep]
-            CZ = CZ[keep] * inv[:, None]
-            lz = lz[keep] * inv
-            uz = uz[keep] * inv
+            inv = np.where(keep, 1.0 / np.maximum(row_norm, 1e-300), 0.0)
+            CZ = CZ * inv[:, None]
+            lz = np.where(keep, lz * inv, -1e20)
+            uz = np.where(keep, uz * inv, 1e20)
         z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(n)
         qp = self._qp(k, n, CZ.shape[0])
         qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=False)
@@ -212,12 +216,16 @@ class HierarchicalQP:
         # Hard equalities: least-norm particular solution and the nullspace projector
         # Z = I - E^T (E E^T)^-1 E (a projector, not a basis: no QR/SVD per tick).
         if E.shape[0]:
+            row = 1.0 / np.maximum(np.linalg.norm(E, axis=1), 1e-12)  # same solution set, better conditioned
+            E = E * row[:, None]
+            e = e * row
             G0 = E @ E.T
-            G0.flat[:: G0.shape[0] + 1] += 1e-12 * (1.0 + np.trace(G0) / G0.shape[0])
+            G0.flat[:: G0.shape[0] + 1] += 1e-12
             sol0 = np.linalg.solve(G0, np.column_stack([e, E]))
             x = E.T @ sol0[:, 0]
             Z = np.eye(n) - E.T @ sol0[:, 1:]
-            if np.linalg.norm(E @ x - e) > 1e-6 * max(1.0, np.linalg.norm(e)):
+            x += E.T @ np.linalg.solve(G0, e - E @ x)  # one step of iterative refinement
+            if np.linalg.norm(E @ x - e) > 1e-8 * max(1.0, np.linalg.norm(e)):
                 raise LevelFailure(0, "hard equality constraints are inconsistent")
         else:
             x = np.zeros(n)
@@ -254,15 +262,17 @@ class HierarchicalQP:
             #   z = (AZ^T W AZ + lam I)^-1 AZ^T W r = AZ^T (AZ AZ^T + lam W^-1)^-1 r,
             # and the same factor gives the projector onto null(AZ) for the levels below.
             G = AZ @ AZ.T
-            lam = damping * (1.0 + np.trace(G) / G.shape[0])
-            G.flat[:: G.shape[0] + 1] += lam / w
+            trace = np.trace(G) / G.shape[0]
             if last:
-                y = np.linalg.solve(G, r)
                 P = None
             else:
-                sol = np.linalg.solve(G, np.column_stack([r, AZ]))
-                y = sol[:, 0]
-                P = np.eye(n) - AZ.T @ sol[:, 1:]
+                # Projector with a negligible damping so that what this level achieved is
+                # kept to round-off below it (a damped projector would leak).
+                Gp = G.copy()
+                Gp.flat[:: G.shape[0] + 1] += 1e-13 * (1.0 + trace)
+                P = np.eye(n) - AZ.T @ np.linalg.solve(Gp, AZ)
+            G.flat[:: G.shape[0] + 1] += damping * (1.0 + trace) / w
+            y = np.linalg.solve(G, r)
             z = AZ.T @ y
             x_try = x + Z @ z
             c_try = C @ x_try
@@ -280,6 +290,9 @@ class HierarchicalQP:
             x_levels.append(x)
             if P is not None:
                 Z = Z @ P
+        if E.shape[0]:
+            # Round-off through the levels' products: project back onto E x = e exactly.
+            x = x + E.T @ np.linalg.solve(G0, e - E @ x)
         self._previous = solved
         residuals = []
         task_res = {}

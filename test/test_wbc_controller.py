@@ -1,0 +1,207 @@
+"""The prioritized QP controller: physics of every solution, strict priority, config validation, fallback ladder."""
+
+import dataclasses
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from whole_body_control.config import LevelConfig, TaskConfig, WbcConfig, load_wbc_config
+from whole_body_control.controller import Reference, WholeBodyController
+from whole_body_control.errors import ConfigError
+from whole_body_control.robot import load_robot
+from whole_body_control.runner import run_stand
+
+
+def independent_dynamics_residual(robot, q, v, result):
+    """|M a + h - S^T tau - J^T f| with a fresh Pinocchio data (not the controller's)."""
+    data = robot.model.createData()
+    M = pin.crba(robot.model, data, q)
+    h = pin.nonLinearEffects(robot.model, data, q, v)
+    pin.computeJointJacobians(robot.model, data, q)
+    pin.updateFramePlacements(robot.model, data)
+    rhs = np.zeros(robot.nv)
+    rhs[6:] = result.tau
+    for side, fid in robot.foot_frame_ids.items():
+        J = pin.getFrameJacobian(robot.model, data, fid, pin.ReferenceFrame.LOCAL)
+        rhs += J.T @ result.wrenches[side]
+    return float(np.linalg.norm(M @ result.a + h - rhs))
+
+
+@pytest.mark.parametrize("name", ["talos", "g1"])
+def test_every_solution_satisfies_dynamics_and_contact_limits(name):
+    robot = load_robot(name)
+    checked = []
+
+    def check(t, sim, ctrl, result):
+        if result.status != "ok" or len(checked) > 400 or int(round(t * 1000)) % 3:
+            return
+        q, v = ctrl.state.q, ctrl.state.v
+        assert independent_dynamics_residual(robot, q, v, result) < 1e-6
+        for side, c in ctrl.contacts.items():
+            assert c.check_wrench(result.wrenches[side], tol=1e-3) == []
+        assert np.all(np.abs(result.tau) <= robot.tau_max + 1e-9)
+        checked.append(t)
+
+    # A sway makes the references move; a push makes the constraints bite.
+    push = (0.0, 0.15) if name == "talos" else None  # the push makes the inequalities bite
+    summary = run_stand(robot, 1.2, push_dv=push, push_at=0.4, on_tick=check)
+    assert not summary["fell"]
+    assert len(checked) > 300
+
+
+def _priority_config(levels: dict[str, dict[str, TaskConfig]]) -> WbcConfig:
+    base = load_wbc_config()
+    return dataclasses.replace(base, levels={k: LevelConfig(tasks=v) for k, v in levels.items()})
+
+
+def test_strict_priority_higher_level_unaffected_by_conflicting_lower_level():
+    robot = load_robot("talos", fresh=False)
+    com = TaskConfig(type="com", weight=1.0, kp=100.0, kd=20.0)
+    com_low = TaskConfig(type="com", weight=1.0, kp=100.0, kd=20.0)
+    posture = TaskConfig(type="posture", weight=1.0, kp=30.0)
+    alone = WholeBodyController(robot, _priority_config({"top": {"com": com}, "rest": {"posture": posture}}))
+    stacked = WholeBodyController(
+        robot, _priority_config({"top": {"com": com}, "low": {"com_low": com_low}, "rest": {"posture": posture}})
+    )
+    merged = WholeBodyController(
+        robot, _priority_config({"top": {"com": com, "com_low": com_low}, "rest": {"posture": posture}})
+    )
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    target = alone.tasks["com"].pos + [0.005, 0.0, -0.005]
+    conflicting = alone.tasks["com"].pos + [-0.005, 0.005, 0.0]
+    for ctrl in (alone, stacked, merged):
+        ctrl.tasks["com"].set_reference(target)
+        if "com_low" in ctrl.tasks:
+            ctrl.tasks["com_low"].set_reference(conflicting)
+    r_alone = alone.cycle(q, v)
+    r_stacked = stacked.cycle(q, v)
+    r_merged = merged.cycle(q, v)
+    assert r_alone.ok and r_stacked.ok and r_merged.ok
+    assert not (r_alone.warnings or r_stacked.warnings or r_merged.warnings)  # no inequality in play
+    # The conflict is real: merged in one level, the lower task pulls the higher one away.
+    assert r_merged.task_residuals["com"] > r_alone.task_residuals["com"] + 1e-3
+    # Strictly below, it does not.
+    assert r_stacked.task_residuals["com"] == pytest.approx(r_alone.task_residuals["com"], abs=1e-8)
+    assert r_stacked.residuals[0] == pytest.approx(r_alone.residuals[0], abs=1e-8)
+    # And the lower level still used the freedom left to it.
+    assert r_stacked.task_residuals["com_low"] < r_alone.task_residuals.get("com_low", np.inf)
+
+
+def test_config_errors_name_file_key_and_suggestion(tmp_path):
+    src = load_wbc_config.__globals__["default_path"]().read_text()
+    bad = tmp_path / "wbc.yaml"
+    bad.write_text(src.replace("transition_time:", "transiton_time:"))
+    with pytest.raises(ConfigError) as info:
+        load_wbc_config(bad)
+    msg = str(info.value)
+    assert str(bad) in msg and "transiton_time" in msg and "did you mean 'transition_time'" in msg
+
+    bad.write_text(src.replace("com: {type: com, weight: 1.0", "com: {type: com, weight: -1.0"))
+    with pytest.raises(ConfigError, match=r"levels\.balance\.tasks\.com\.weight' must be >= 0"):
+        load_wbc_config(bad)
+
+    bad.write_text(src.replace("kp: 400.0", "kp: -400.0", 1))
+    with pytest.raises(ConfigError, match=r"kp' must be >= 0"):
+        load_wbc_config(bad)
+
+    bad.write_text(src.replace("mu: null", "mu: 0.0"))
+    with pytest.raises(ConfigError, match=r"contacts\.mu' must be > 0"):
+        load_wbc_config(bad)
+
+    bad.write_text(src.replace("type: posture", "type: postur"))
+    with pytest.raises(ConfigError, match="must be one of"):
+        load_wbc_config(bad)
+
+
+def test_runtime_changes_are_validated():
+    robot = load_robot("g1", fresh=False)
+    ctrl = WholeBodyController(robot)
+    with pytest.raises(ConfigError, match="weight must be >= 0"):
+        ctrl.set_weight("posture", -1.0)
+    with pytest.raises(ConfigError, match="did you mean 'posture'"):
+        ctrl.set_weight("postur", 1.0)
+    with pytest.raises(ValueError, match="must be > 0"):
+        ctrl.set_mu(0.0)
+    ctrl.set_weight("posture", 2.0)
+    assert ctrl.tasks["posture"].weight == 2.0
+
+
+def _finite_and_bounded(robot, result):
+    return np.all(np.isfinite(result.tau)) and np.all(np.abs(result.tau) <= robot.tau_max)
+
+
+def test_fallback_low_friction_and_com_target_outside_support():
+    robot = load_robot("talos", fresh=False)
+    ctrl = WholeBodyController(robot, mu=0.05)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    outside = ctrl.tasks["com"].pos + [0.0, 0.25, 0.0]  # feet at +-0.085 m: 10 cm past the left sole edge
+    result = ctrl.cycle(q, v, reference=Reference(com_pos=outside))
+    assert _finite_and_bounded(robot, result)
+    reported = " ".join(result.warnings) + result.reason
+    assert "limited" in reported
+
+
+def test_fallback_com_target_100m_up():
+    robot = load_robot("talos", fresh=False)
+    ctrl = WholeBodyController(robot)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    target = ctrl.tasks["com"].pos.copy()
+    target[2] = 100.0
+    result = ctrl.cycle(q, v, reference=Reference(com_pos=target))
+    assert _finite_and_bounded(robot, result)
+    assert any("clamped" in w for w in result.warnings)
+
+
+def test_fallback_ladder_reuse_then_damping_when_the_qp_keeps_failing():
+    robot = load_robot("g1")
+    ctrl = WholeBodyController(robot)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    v[6:] = 0.1
+    first = ctrl.cycle(q, v)
+    assert first.ok
+    # A corrupted reference (NaN CoM target) makes every solve of the first level fail.
+    statuses = []
+    ctrl.set_reference(Reference(com_pos=np.array([0.0, np.nan, 0.6])))
+    for _ in range(ctrl.config.safety.max_reuse_ticks + 3):
+        result = ctrl.cycle(q, v)
+        assert _finite_and_bounded(robot, result), result.reason
+        assert result.reason
+        statuses.append(result.status)
+    # Reuse the last torques for a bounded number of ticks, then damping: never an
+    # exception, never the last torque forever.
+    assert statuses[: ctrl.config.safety.max_reuse_ticks] == ["reused"] * ctrl.config.safety.max_reuse_ticks
+    assert statuses[-1] == "damping"
+    np.testing.assert_allclose(ctrl.cycle(q, v).tau, np.clip(-robot.kd_safe * v[6:], -robot.tau_max, robot.tau_max))
+
+
+def test_non_finite_state_is_rejected_before_any_solve():
+    robot = load_robot("g1", fresh=False)
+    ctrl = WholeBodyController(robot)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    v[10] = 0.5
+    q[9] = np.nan
+    result = ctrl.cycle(q, v)
+    assert result.status == "damping"
+    assert robot.joint_names[2] in result.reason  # q[9] is the third joint
+    assert np.all(np.isfinite(result.tau))
+    v[12] = np.inf
+    result = ctrl.cycle(robot.q_ref.copy(), v)
+    assert result.status == "damping" and np.all(np.isfinite(result.tau))
+
+
+def test_contact_removal_ramps_the_force_down():
+    robot = load_robot("talos", fresh=False)
+    ctrl = WholeBodyController(robot)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    fz = []
+    ctrl.cycle(q, v)
+    ctrl.set_contacts({"left": False})
+    for _ in range(80):
+        r = ctrl.cycle(q, v)
+        fz.append(r.wrenches["left"][2])
+    T = ctrl.config.contacts.transition_time
+    n_ramp = int(round(T / ctrl.config.control_period))
+    assert fz[0] > 50.0  # still loaded at the start of the ramp
+    assert np.all(np.diff(fz[: n_ramp - 1]) <= 1e-6)  # monotonically unloading
+    assert abs(fz[-1]) < 1e-9 and not r.contacts["left"]
