@@ -1,0 +1,263 @@
+"""The ROS graph: message conversions, graph specs and launch files (no DDS), then
+with real rclpy and DDS, each graph in a ROS domain of its own:
+
+* hardware interface: the test plays ros2_control (steps its own MuJoCo model,
+  publishes /joint_states, /imu, foot wrenches, applies the effort commands) under
+  the bringup graph (walker, controller, state estimator): the robot stands 5 s
+  and the estimate stays close to the truth;
+* the simulation graph in lockstep (``wbc launch sim``): stands, then walks
+  through /cmd_vel.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+rclpy = pytest.importorskip("rclpy")
+
+import pinocchio as pin  # noqa: E402
+from geometry_msgs.msg import WrenchStamped  # noqa: E402
+from nav_msgs.msg import Odometry  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from sensor_msgs.msg import Imu, JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+
+from whole_body_control.errors import StateError  # noqa: E402
+from whole_body_control.robot import load_robot  # noqa: E402
+from whole_body_control.ros import conversions as cv  # noqa: E402
+from whole_body_control.ros.graph import (  # noqa: E402
+    ESTIMATE,
+    GROUND_TRUTH,
+    Processes,
+    domain_id,
+    graph_env,
+    hardware_graph,
+    params_path,
+    run_graph,
+    sim_graph,
+)
+from whole_body_control.ros.mujoco_bridge import command_stamp  # noqa: E402
+from whole_body_control.sim import SimConfig, Simulation  # noqa: E402
+from zmp_walker import FootRef, WalkerReference  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- no DDS --------------------------------------------------------------------------------------
+
+
+def test_quaternion_and_odometry_round_trip():
+    rng = np.random.default_rng(0)
+    R = pin.rpy.rpyToMatrix(*rng.uniform(-1, 1, 3))
+    xyzw = pin.Quaternion(R).coeffs()
+    q = cv.xyzw_to_quat(xyzw)
+    assert (q.x, q.y, q.z, q.w) == tuple(xyzw)  # named fields <-> xyzw
+    assert np.allclose(cv.quat_to_rotation(cv.rotation_to_quat(R)), R, atol=1e-12)
+    q_base = np.concatenate([rng.normal(size=3), xyzw])
+    v_base = rng.normal(size=6)
+    back_q, back_v = cv.base_from_odometry(cv.odometry_msg(cv.ns_to_stamp(123), q_base, v_base, "base_link"))
+    assert np.array_equal(back_q, q_base) and np.array_equal(back_v, v_base)  # bit for bit
+
+
+def test_joint_map_matches_by_name_and_names_the_bad_joints():
+    jm = cv.JointMap(["a", "b", "c"])
+    msg = cv.joint_state_msg(cv.ns_to_stamp(0), ["c", "a", "b"], [3.0, 1.0, 2.0], [30.0, 10.0, 20.0])
+    q, v = cv.joints_from_msg(msg, jm)
+    assert q.tolist() == [1.0, 2.0, 3.0] and v.tolist() == [10.0, 20.0, 30.0]
+    with pytest.raises(StateError, match=r"missing joints \['b'\].*unknown joints \['x'\]"):
+        jm.indices(["a", "c", "x"])
+
+
+def test_walking_reference_message_round_trip():
+    R = pin.rpy.rpyToMatrix(0.0, 0.0, 0.3)
+
+    def foot(y, contact):
+        return FootRef(np.array([0.1, y, 0.0]), R, np.ones(3), np.array([0, 0, 0.2]), np.zeros(3), np.zeros(3), contact)
+
+    ref = WalkerReference(
+        time=1.5,
+        phase="ss",
+        com_pos=np.array([0.1, 0.0, 0.88]),
+        com_vel=np.array([0.2, 0.01, 0.0]),
+        com_acc=np.array([0.3, -0.1, 0.0]),
+        feet={"left": foot(0.1, True), "right": foot(-0.1, False)},
+        zmp_ref=np.array([0.1, 0.05, 0.0]),
+        zmp_cmd=np.array([0.11, 0.05, 0.0]),
+        dcm_ref=np.array([0.2, 0.0, 0.88]),
+        upcoming_footsteps=(),
+        omega=3.3,
+    )
+    back = cv.reference_from_msg(cv.reference_msg(cv.ns_to_stamp(1_500_000_000), ref))
+    assert back.time == 1.5
+    for name in ("com_pos", "com_vel", "com_acc", "zmp_ref", "zmp_cmd", "dcm_ref"):
+        assert np.array_equal(getattr(back, name), getattr(ref, name)), name
+    for side in ("left", "right"):
+        a, b = back.feet[side], ref.feet[side]
+        assert a.in_contact == b.in_contact
+        assert np.allclose(a.rotation, b.rotation, atol=1e-12) and np.array_equal(a.pos, b.pos)
+        assert np.array_equal(a.lin_vel, b.lin_vel) and np.array_equal(a.ang_vel, b.ang_vel)
+
+
+def test_graphs_remap_the_base_state_and_use_the_parameter_files():
+    sim = {s.name: s for s in sim_graph("talos", lockstep=True)}
+    assert set(sim) == {"mujoco_bridge", "whole_body_controller", "zmp_walker"}
+    assert dict(sim["whole_body_controller"].remappings)["base_state"] == GROUND_TRUTH
+    assert sim["whole_body_controller"].parameters["use_sim_time"] is True
+    assert sim["mujoco_bridge"].parameters["mode"] == "lockstep"
+    hw = {s.name: s for s in hardware_graph("talos", controller_name="my_effort")}
+    assert set(hw) == {"zmp_walker", "whole_body_controller", "state_estimator"}
+    assert dict(hw["whole_body_controller"].remappings)["base_state"] == ESTIMATE
+    assert hw["whole_body_controller"].parameters["controller_name"] == "my_effort"
+    cmd = sim["whole_body_controller"].cmdline()
+    assert "--params-file" in cmd and "base_state:=/ground_truth/odom" in cmd
+    for name in ("sim", "hardware"):
+        data = yaml.safe_load(params_path(name).read_text())
+        for node, section in data.items():
+            assert set(section) == {"ros__parameters"}, (name, node)
+
+
+@pytest.mark.parametrize("name", ["sim.launch.py", "bringup.launch.py"])
+def test_launch_files_are_thin_and_declare_described_arguments(name):
+    tree = ast.parse((ROOT / "launch" / name).read_text())
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    declared = [c for c in calls if getattr(c.func, "id", None) == "DeclareLaunchArgument"]
+    assert declared and all(any(k.arg == "description" for k in c.keywords) for c in declared)
+    graph_fn = "sim_graph" if name.startswith("sim") else "hardware_graph"
+    assert any(getattr(c.func, "id", None) == graph_fn for c in calls)
+    names = {c.args[0].value for c in declared}
+    assert names >= ({"robot", "headless", "lockstep", "params_file"} if graph_fn == "sim_graph" else {"robot", "controller_name", "params_file"})
+
+
+# -- with DDS: the test plays ros2_control --------------------------------------------------------
+
+
+class Ros2ControlStandIn:
+    """Steps its own MuJoCo model: publishes /joint_states (broadcaster), /imu, foot
+    wrenches; applies each effort command to the state it answers (stamp in its layout)."""
+
+    def __init__(self, context, robot, period):
+        self.robot, self.period = robot, period
+        self.sim = Simulation(robot, SimConfig(visual_meshes=False))
+        self.substeps = round(period / self.sim.timestep)
+        self.node = Node("ros2_control_stand_in", context=context)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        n = self.node
+        self.js_pub = n.create_publisher(JointState, "/joint_states", 10)
+        self.imu_pub = n.create_publisher(Imu, "/imu", 10)
+        self.wrench_pubs = {s: n.create_publisher(WrenchStamped, f"/{s}_foot/wrench", 10) for s in ("left", "right")}
+        self.cmd: Float64MultiArray | None = None
+        n.create_subscription(Float64MultiArray, "/effort_controller/commands", self._on_cmd, 10)
+        self.estimates: dict[int, Odometry] = {}
+        n.create_subscription(Odometry, ESTIMATE, lambda m: self.estimates.__setitem__(cv.stamp_to_ns(m.header.stamp), m), 100)
+        self.truth: dict[int, np.ndarray] = {}
+        self.k = 0
+
+    def _on_cmd(self, msg):
+        self.cmd = msg
+
+    def publish(self):
+        ns = cv.seconds_to_ns(self.k * self.period)
+        stamp = cv.ns_to_stamp(ns)
+        sim = self.sim
+        imu = sim.imu()
+        self.imu_pub.publish(cv.imu_msg(stamp, "base_link", imu.orientation, imu.gyro, imu.linear_acceleration))
+        for side, w in sim.foot_wrenches().items():
+            self.wrench_pubs[side].publish(cv.wrench_msg(stamp, side, w))
+        q, v = sim.q, sim.v
+        self.js_pub.publish(cv.joint_state_msg(stamp, self.robot.joint_names, q[7:], v[6:]))
+        self.truth[ns] = np.concatenate([q[:3], pin.Quaternion(q[6], *q[3:6]).toRotationMatrix() @ v[:3]])
+        return ns
+
+    def step_when_commanded(self, timeout=30.0) -> None:
+        ns = self.publish()
+        deadline = time.monotonic() + timeout
+        resend = time.monotonic() + 1.0
+        while True:
+            self.executor.spin_once(timeout_sec=0.05)
+            if self.cmd is not None and command_stamp(self.cmd) == ns:
+                break
+            if time.monotonic() > resend:  # discovery may have lost the first state
+                self.publish()
+                resend = time.monotonic() + 1.0
+            assert time.monotonic() < deadline, f"no command for the state at {ns * 1e-9:.3f} s"
+        tau = np.array(self.cmd.data)
+        for _ in range(self.substeps):
+            self.sim.step(tau)
+        self.k += 1
+
+
+def _with(specs, **params):
+    return [dataclasses.replace(s, parameters={**s.parameters, **params}) for s in specs]
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_hardware_interface_stands_5s_with_the_state_estimator():
+    robot = load_robot("talos")
+    period = 0.002  # [s] 500 Hz: keeps this test short on a shared 2-core machine
+    specs = _with(hardware_graph("talos"), control_period=period)
+    # the estimator starts from where the robot stands (the rest it measures)
+    specs = [_with([s], initial_xy=[float(x) for x in robot.q_ref[:2]])[0] if s.name == "state_estimator" else s for s in specs]
+    with domain_id() as did:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        logs = Path(tempfile.mkdtemp(prefix="wbc_test_hw_"))
+        procs = Processes(specs, graph_env(did), logs)
+        try:
+            hw = Ros2ControlStandIn(context, robot, period)
+            z0 = hw.sim.base_height()
+            wall0 = time.monotonic()
+            heights = []
+            for _ in range(round(5.0 / period)):
+                hw.step_when_commanded()
+                heights.append(hw.sim.base_height())
+            wall = time.monotonic() - wall0
+            for _ in range(20):
+                hw.executor.spin_once(timeout_sec=0.01)
+        finally:
+            rclpy.shutdown(context=context)
+            procs.stop()
+    assert all(p.poll() is not None for _, p, _ in procs.procs)
+    print(f"hardware loop: {round(5.0 / period) / wall:.0f} Hz through DDS (walker, estimator, controller)")
+    assert hw.sim.non_foot_ground_contact() is None
+    assert max(abs(h - z0) for h in heights) < 0.03, "base height must stay"
+    common = sorted(set(hw.estimates) & set(hw.truth))
+    assert len(common) > 0.9 * len(heights)
+    errors = np.array([np.concatenate(cv.base_from_odometry(hw.estimates[k])[:1])[:3] - hw.truth[k][:3] for k in common])
+    vel_err = []
+    for k in common:
+        qb, vb = cv.base_from_odometry(hw.estimates[k])
+        R = pin.Quaternion(qb[6], *qb[3:6]).toRotationMatrix()
+        vel_err.append(np.linalg.norm(R @ vb[:3] - hw.truth[k][3:]))
+    pos_err = float(np.max(np.linalg.norm(errors, axis=1)))
+    print(f"estimator: max position error {pos_err * 1e3:.2f} mm, max velocity error {max(vel_err) * 1e3:.1f} mm/s")
+    assert pos_err < 0.005
+    assert max(vel_err) < 0.05
+
+
+# -- with DDS: the simulation graph ----------------------------------------------------------------
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_sim_graph_lockstep_walks_through_cmd_vel():
+    params = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    data = yaml.safe_load(params_path("sim").read_text())
+    data["/**"]["ros__parameters"]["control_period"] = 0.002  # 500 Hz keeps the test short
+    yaml.safe_dump(data, params)
+    params.close()
+    summary = run_graph("talos", lockstep=True, duration=10.0, cmd_vel=0.3, params_file=params.name)
+    print(json.dumps(summary))
+    assert not summary["fell"], summary["fall_reason"]
+    assert summary["deadline_misses"] == 0
+    assert summary["distance_m"] >= 2.0
