@@ -118,7 +118,9 @@ def test_graphs_remap_the_base_state_and_use_the_parameter_files():
     assert dict(hw["whole_body_controller"].remappings)["base_state"] == ESTIMATE
     assert hw["whole_body_controller"].parameters["controller_name"] == "my_effort"
     cmd = sim["whole_body_controller"].cmdline()
-    assert "--params-file" in cmd and "base_state:=/ground_truth/odom" in cmd
+    assert cmd.count("--params-file") == 2 and "base_state:=/ground_truth/odom" in cmd
+    overrides = yaml.safe_load(Path(cmd[cmd.index("--params-file", cmd.index("--params-file") + 1) + 1]).read_text())
+    assert overrides["whole_body_controller"]["ros__parameters"]["reference_sync"] == "exact"
     for name in ("sim", "hardware"):
         data = yaml.safe_load(params_path(name).read_text())
         for node, section in data.items():

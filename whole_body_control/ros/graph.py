@@ -45,25 +45,27 @@ class NodeSpec:
     remappings: tuple[tuple[str, str], ...] = ()
 
     def cmdline(self, python: str = sys.executable) -> list[str]:
-        """``python -m module --ros-args ...``: the same node outside ``ros2 launch``."""
+        """``python -m module --ros-args ...``: the same node outside ``ros2 launch``.
+
+        ``parameters`` go into a YAML file of their own after ``params_files``: a
+        node's section in a file outranks ``-p`` overrides, a later file outranks an
+        earlier one (as launch_ros does with ``parameters=[file, dict]``)."""
         args = [python, "-m", self.module, "--ros-args", "-r", f"__node:={self.name}"]
         for f in self.params_files:
             args += ["--params-file", str(f)]
-        for key, value in self.parameters.items():
-            args += ["-p", f"{key}:={_yaml_value(value)}"]
+        if self.parameters:
+            import yaml
+
+            with tempfile.NamedTemporaryFile("w", prefix=f"wbc_{self.name}_", suffix=".yaml", delete=False) as f:
+                yaml.safe_dump({self.name: {"ros__parameters": _plain(self.parameters)}}, f)
+            args += ["--params-file", f.name]
         for src, dst in self.remappings:
             args += ["-r", f"{src}:={dst}"]
         return args
 
 
-def _yaml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_yaml_value(v) for v in value) + "]"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+def _plain(params: dict) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}
 
 
 def params_path(name: str) -> Path:
