@@ -6,11 +6,11 @@ The graph is defined once in whole_body_control.ros.graph.hardware_graph.
     ros2 launch whole_body_control bringup.launch.py robot:=talos controller_name:=effort_controller
 """
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from launch import LaunchDescription
 from whole_body_control.ros.graph import PACKAGE, hardware_graph
 
 

@@ -5,11 +5,11 @@ whole_body_control.ros.graph.sim_graph; this file only turns it into launch_ros 
     ros2 launch whole_body_control sim.launch.py robot:=talos lockstep:=true
 """
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from launch import LaunchDescription
 from whole_body_control.ros.graph import PACKAGE, sim_graph
 
 

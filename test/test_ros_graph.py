@@ -136,7 +136,11 @@ def test_launch_files_are_thin_and_declare_described_arguments(name):
     graph_fn = "sim_graph" if name.startswith("sim") else "hardware_graph"
     assert any(getattr(c.func, "id", None) == graph_fn for c in calls)
     names = {c.args[0].value for c in declared}
-    assert names >= ({"robot", "headless", "lockstep", "params_file"} if graph_fn == "sim_graph" else {"robot", "controller_name", "params_file"})
+    assert names >= (
+        {"robot", "headless", "lockstep", "params_file"}
+        if graph_fn == "sim_graph"
+        else {"robot", "controller_name", "params_file"}
+    )
 
 
 # -- with DDS: the test plays ros2_control --------------------------------------------------------
@@ -160,7 +164,9 @@ class Ros2ControlStandIn:
         self.cmd: Float64MultiArray | None = None
         n.create_subscription(Float64MultiArray, "/effort_controller/commands", self._on_cmd, 10)
         self.estimates: dict[int, Odometry] = {}
-        n.create_subscription(Odometry, ESTIMATE, lambda m: self.estimates.__setitem__(cv.stamp_to_ns(m.header.stamp), m), 100)
+        n.create_subscription(
+            Odometry, ESTIMATE, lambda m: self.estimates.__setitem__(cv.stamp_to_ns(m.header.stamp), m), 100
+        )
         self.truth: dict[int, np.ndarray] = {}
         self.k = 0
 
@@ -209,7 +215,10 @@ def test_hardware_interface_stands_5s_with_the_state_estimator():
     period = 0.002  # [s] 500 Hz: keeps this test short on a shared 2-core machine
     specs = _with(hardware_graph("talos"), control_period=period)
     # the estimator starts from where the robot stands (the rest it measures)
-    specs = [_with([s], initial_xy=[float(x) for x in robot.q_ref[:2]])[0] if s.name == "state_estimator" else s for s in specs]
+    specs = [
+        _with([s], initial_xy=[float(x) for x in robot.q_ref[:2]])[0] if s.name == "state_estimator" else s
+        for s in specs
+    ]
     with domain_id() as did:
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=did)
@@ -235,7 +244,9 @@ def test_hardware_interface_stands_5s_with_the_state_estimator():
     assert max(abs(h - z0) for h in heights) < 0.03, "base height must stay"
     common = sorted(set(hw.estimates) & set(hw.truth))
     assert len(common) > 0.9 * len(heights)
-    errors = np.array([np.concatenate(cv.base_from_odometry(hw.estimates[k])[:1])[:3] - hw.truth[k][:3] for k in common])
+    errors = np.array(
+        [np.concatenate(cv.base_from_odometry(hw.estimates[k])[:1])[:3] - hw.truth[k][:3] for k in common]
+    )
     vel_err = []
     for k in common:
         qb, vb = cv.base_from_odometry(hw.estimates[k])

@@ -39,7 +39,6 @@ import math
 import time
 
 import numpy as np
-import rclpy
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
@@ -65,9 +64,17 @@ PARAMS = [
     Param("reference_sync", "exact", "walking reference: 'exact' (same stamp as the state), 'latest' or 'none'"),
     Param("base_sync", "exact", "base state: 'exact' (same stamp as the joint states) or 'latest'"),
     Param("base_timeout", 0.01, "base_sync latest: largest base-state age accepted [s]", (0.0, 10.0)),
-    Param("max_tilt", 0.8, "IMU tilt from upright above which the robot has fallen (latched damping) [rad]", (0.0, 3.2)),
+    Param(
+        "max_tilt", 0.8, "IMU tilt from upright above which the robot has fallen (latched damping) [rad]", (0.0, 3.2)
+    ),
     Param("com_mode", "reference", "'reference': track the planned CoM; 'dcm': the walker's DCM feedback"),
-    Param("watchdog_period", 0.0, "period of the stale-state check [s] (wall clock; 0: control_period / 2)", (0.0, 1.0), read_only=True),
+    Param(
+        "watchdog_period",
+        0.0,
+        "period of the stale-state check [s] (wall clock; 0: control_period / 2)",
+        (0.0, 1.0),
+        read_only=True,
+    ),
     Param("diagnostics_period", 0.1, "period of ~/diagnostics [s] (node clock)", (1e-3, 60.0)),
 ]
 SYNC = ("exact", "latest", "none")
@@ -148,7 +155,12 @@ class ControllerNode(Node):
             for task in tasks:
                 pre = f"tasks.{task.name}"
                 params += [
-                    Param(f"{pre}.weight", float(task.weight), f"weight of task '{task.name}' in its level [-]", (0.0, INF)),
+                    Param(
+                        f"{pre}.weight",
+                        float(task.weight),
+                        f"weight of task '{task.name}' in its level [-]",
+                        (0.0, INF),
+                    ),
                     Param(f"{pre}.kp", float(task.kp), f"stiffness of task '{task.name}' [1/s^2]", (0.0, INF)),
                     Param(f"{pre}.kd", float(task.kd), f"damping of task '{task.name}' [1/s]", (0.0, INF)),
                     Param(f"{pre}.level", level, f"priority level of '{task.name}' (0: highest)", (0, nlev - 1)),
@@ -166,7 +178,12 @@ class ControllerNode(Node):
             if name not in self.ctrl.tasks:
                 return f"{key}: no task '{name}'"
             if field in ("weight", "kp", "kd"):
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or not math.isfinite(value)
+                    or value < 0
+                ):
                     return f"{key} must be a finite number >= 0, got {value!r}"
             elif field == "level":
                 if not isinstance(value, int) or not 0 <= value < len(self.ctrl.levels):

@@ -252,8 +252,14 @@ def _entry(pos, rot=None, lin_vel=None, ang_vel=None, lin_acc=None, ang_acc=None
     transform = Transform(
         translation=to_vector3(pos), rotation=rotation_to_quat(rot) if rot is not None else Quaternion()
     )
-    vel = Twist(linear=to_vector3(zero if lin_vel is None else lin_vel), angular=to_vector3(zero if ang_vel is None else ang_vel))
-    acc = Twist(linear=to_vector3(zero if lin_acc is None else lin_acc), angular=to_vector3(zero if ang_acc is None else ang_acc))
+    vel = Twist(
+        linear=to_vector3(zero if lin_vel is None else lin_vel),
+        angular=to_vector3(zero if ang_vel is None else ang_vel),
+    )
+    acc = Twist(
+        linear=to_vector3(zero if lin_acc is None else lin_acc),
+        angular=to_vector3(zero if ang_acc is None else ang_acc),
+    )
     return transform, vel, acc
 
 
@@ -266,10 +272,7 @@ def reference_msg(stamp: Time, ref: WalkerReference) -> MultiDOFJointTrajectory:
     feet = ref.feet
     entries = [
         _entry(ref.com_pos, None, ref.com_vel, None, ref.com_acc),
-        *(
-            _entry(f.pos, f.rotation, f.lin_vel, f.ang_vel, f.lin_acc, f.ang_acc)
-            for f in (feet["left"], feet["right"])
-        ),
+        *(_entry(f.pos, f.rotation, f.lin_vel, f.ang_vel, f.lin_acc, f.ang_acc) for f in (feet["left"], feet["right"])),
         _entry(ref.zmp_cmd, None, ref.zmp_ref),
         _entry(ref.dcm_ref),
         _entry([float(feet["left"].in_contact), float(feet["right"].in_contact), 0.0]),

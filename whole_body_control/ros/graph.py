@@ -259,11 +259,13 @@ def run_graph(
     walker has taken it, then un-pauses: in lockstep the run is deterministic.
     """
     import rclpy
+    from geometry_msgs.msg import Twist
     from rclpy.node import Node
     from std_msgs.msg import Bool, String
-    from geometry_msgs.msg import Twist
 
-    specs = sim_graph(robot, lockstep, params_file, walker=True, estimator=estimator, end_time=duration, start_paused=True)
+    specs = sim_graph(
+        robot, lockstep, params_file, walker=True, estimator=estimator, end_time=duration, start_paused=True
+    )
     timeout = timeout if timeout is not None else 120.0 + duration * (60.0 if lockstep else 3.0)
     logs = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="wbc_launch_"))
     with domain_id() as did:
@@ -279,7 +281,9 @@ def run_graph(
             executor.add_node(node)
             seen: dict = {"sim": None, "walker": None}
             node.create_subscription(String, "/sim/status", lambda m: seen.__setitem__("sim", json.loads(m.data)), 10)
-            node.create_subscription(String, "/walker/status", lambda m: seen.__setitem__("walker", json.loads(m.data)), 10)
+            node.create_subscription(
+                String, "/walker/status", lambda m: seen.__setitem__("walker", json.loads(m.data)), 10
+            )
             cmd_pub = node.create_publisher(Twist, "/cmd_vel", 10)
             pause_pub = node.create_publisher(Bool, "/sim/pause", 10)
             twist = Twist()

@@ -32,11 +32,9 @@ Modes:
 from __future__ import annotations
 
 import json
-import math
 import time
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
@@ -57,7 +55,9 @@ COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 
 PARAMS = [
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
-    Param("mode", "lockstep", "'lockstep': one control period per command; 'realtime': wall-clock timer", read_only=True),
+    Param(
+        "mode", "lockstep", "'lockstep': one control period per command; 'realtime': wall-clock timer", read_only=True
+    ),
     Param("timestep", 0.001, "simulation timestep [s]", (1e-5, 0.01), read_only=True),
     Param("control_period", 0.001, "control period [s]; a multiple of the timestep", (1e-5, 0.1), read_only=True),
     Param("controller_name", "effort_controller", "commands come on /<controller_name>/commands", read_only=True),
@@ -234,7 +234,9 @@ class MujocoBridge(Node):
         q, v = sim.q, sim.v
         self.clock_pub.publish(Clock(clock=stamp))
         imu = sim.imu()
-        self.imu_pub.publish(cv.imu_msg(stamp, self.p["base_frame"], imu.orientation, imu.gyro, imu.linear_acceleration))
+        self.imu_pub.publish(
+            cv.imu_msg(stamp, self.p["base_frame"], imu.orientation, imu.gyro, imu.linear_acceleration)
+        )
         self.odom_pub.publish(cv.odometry_msg(stamp, q[:7], v[:6], self.p["base_frame"]))
         for side, w in sim.foot_wrenches().items():
             self.wrench_pubs[side].publish(cv.wrench_msg(stamp, robot.feet[side].frame, w))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 import pinocchio as pin
-import rclpy
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
@@ -166,7 +165,9 @@ class StateEstimatorNode(Node):
             return
         dt = 0.0 if self.last_ns is None or ns <= self.last_ns else (ns - self.last_ns) * 1e-9
         if self.last_ns is not None and ns < self.last_ns:
-            self.filter = LegOdometry(self.robot, self.p["position_noise"], self.p["velocity_noise"], self.p["acceleration_noise"])
+            self.filter = LegOdometry(
+                self.robot, self.p["position_noise"], self.p["velocity_noise"], self.p["acceleration_noise"]
+            )
         self.last_ns = ns
         p, v_world, R = self.filter.update(dt, quat, gyro, accel, qj, vj, self.contacts(), self.p["initial_xy"])
         q_base = np.concatenate([p, quat / np.linalg.norm(quat)])

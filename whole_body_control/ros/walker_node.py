@@ -29,7 +29,6 @@ import json
 import types
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry, Path
 from rclpy.node import Node
@@ -51,10 +50,27 @@ from zmp_walker import MeasuredState, WalkerError, load_walker_config
 PARAMS = [
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
     Param("walker_config", "", "walker YAML (empty: config/walker.yaml with the robot's section)", read_only=True),
-    Param("control_period", 0.001, "control period [s]: the reference is published for each state", (1e-5, 0.1), read_only=True),
-    Param("com_mode", "reference", "'reference' (planned CoM, allows lookahead) or 'dcm' (DCM feedback on the measured CoM)", read_only=True),
+    Param(
+        "control_period",
+        0.001,
+        "control period [s]: the reference is published for each state",
+        (1e-5, 0.1),
+        read_only=True,
+    ),
+    Param(
+        "com_mode",
+        "reference",
+        "'reference' (planned CoM, allows lookahead) or 'dcm' (DCM feedback on the measured CoM)",
+        read_only=True,
+    ),
     Param("lookahead", True, "com_mode reference: also publish the reference of the next control period"),
-    Param("contact_lead", -1.0, "release a contact this long before lift-off [s] (< 0: the WBC's force ramp time)", (-1.0, 1.0), read_only=True),
+    Param(
+        "contact_lead",
+        -1.0,
+        "release a contact this long before lift-off [s] (< 0: the WBC's force ramp time)",
+        (-1.0, 1.0),
+        read_only=True,
+    ),
     Param("cmd_vel_timeout", 0.0, "stop walking when no /cmd_vel came for this long [s] (0: never)", (0.0, INF)),
     Param("viz_period", 0.1, "period of the footstep path, markers and status [s] (state stamps)", (1e-3, 60.0)),
 ]
@@ -79,7 +95,11 @@ class WalkerNode(Node):
             raise WbcError(f"parameter 'com_mode' must be 'reference' or 'dcm', got '{p['com_mode']}'")
         self.robot = load_robot(p["robot"])
         self.config = load_walker_config(p["walker_config"] or None, robot=self.robot.name)
-        self.lead = p["contact_lead"] if p["contact_lead"] >= 0 else load_wbc_config(robot=self.robot.name).contacts.transition_time
+        self.lead = (
+            p["contact_lead"]
+            if p["contact_lead"] >= 0
+            else load_wbc_config(robot=self.robot.name).contacts.transition_time
+        )
         self.state = RobotState(self.robot)
         self.joint_map = cv.JointMap(self.robot.joint_names)
         self.walker = None
@@ -206,15 +226,23 @@ class WalkerNode(Node):
         markers = MarkerArray()
         for i, step in enumerate(steps[:20]):
             sole = self.walker.soles[step.side]
-            m = _marker("footsteps", i, Marker.CUBE, (0.2, 0.4, 1.0, 0.6) if step.side == "left" else (1.0, 0.4, 0.2, 0.6),
-                        (sole.x_max - sole.x_min, sole.y_max - sole.y_min, 0.005))
+            m = _marker(
+                "footsteps",
+                i,
+                Marker.CUBE,
+                (0.2, 0.4, 1.0, 0.6) if step.side == "left" else (1.0, 0.4, 0.2, 0.6),
+                (sole.x_max - sole.x_min, sole.y_max - sole.y_min, 0.005),
+            )
             center = step.pose.to_world(sole.center)
             m.pose.position = cv.to_point([center[0], center[1], step.position[2]])
             m.pose.orientation = cv.rotation_to_quat(step.pose.rotation)
             markers.markers.append(m)
         clear = Marker(action=Marker.DELETEALL, ns="footsteps")
         markers.markers.insert(0, clear)
-        for name, point, rgba in (("zmp", ref.zmp_cmd, (1.0, 0.0, 0.0, 1.0)), ("com", ref.com_pos, (0.0, 1.0, 0.0, 1.0))):
+        for name, point, rgba in (
+            ("zmp", ref.zmp_cmd, (1.0, 0.0, 0.0, 1.0)),
+            ("com", ref.com_pos, (0.0, 1.0, 0.0, 1.0)),
+        ):
             m = _marker(name, 0, Marker.SPHERE, rgba, (0.04, 0.04, 0.04))
             m.pose.position = cv.to_point(point)
             markers.markers.append(m)
