@@ -120,6 +120,12 @@ class WholeBodyController:
         self._eye6 = np.eye(6)
         self._eye_na = np.eye(self.na)
         self._buffers: dict[str, np.ndarray] = {}
+        T = self.config.solver.joint_limit_horizon
+        self._limit_horizon = T
+        self._limit_gain = 2.0 / (T * T)
+        big = 1e6 / self._limit_gain  # infinite limits become bounds that never act
+        self._q_lower = np.where(np.isfinite(robot.q_lower), robot.q_lower, -big)
+        self._q_upper = np.where(np.isfinite(robot.q_upper), robot.q_upper, big)
         mu = mu if mu is not None else (self.config.contacts.mu or robot.config.friction)
         share = robot.mass * GRAVITY / 2.0
         self.contacts = {
@@ -474,18 +480,17 @@ class WholeBodyController:
         return Objective(task.name, A, b, task.weight)
 
     def _acceleration_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Joint accelerations that stop at the position limits within the horizon."""
-        T = self.config.solver.joint_limit_horizon
+        """Joint accelerations that stop at the position limits within the horizon.
+
+        Outside a limit already, the box still contains 0 (motion back inside allowed),
+        so it is never infeasible.
+        """
         q, v = self.state.q[7:], self.state.v[6:]
-        lo = 2.0 * (self.robot.q_lower - q - v * T) / (T * T)
-        hi = 2.0 * (self.robot.q_upper - q - v * T) / (T * T)
-        big = 1e6
-        lo = np.where(np.isfinite(lo), np.clip(lo, -big, big), -big)
-        hi = np.where(np.isfinite(hi), np.clip(hi, -big, big), big)
-        # Outside a limit already: allow the motion back inside, never an infeasible box.
-        lo = np.minimum(lo, hi - 1e-6)
-        lo = np.minimum(lo, 0.0)
-        hi = np.maximum(hi, 0.0)
+        drift = q + v * self._limit_horizon
+        lo = self._limit_gain * (self._q_lower - drift)
+        hi = self._limit_gain * (self._q_upper - drift)
+        np.minimum(lo, 0.0, out=lo)
+        np.maximum(hi, 0.0, out=hi)
         return lo, hi
 
     def _finish(self, sol, status: str, reason: str, warnings: list[str], t0: float) -> WbcResult | None:

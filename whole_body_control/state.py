@@ -22,14 +22,14 @@ def check_state(robot: RobotModel, q: np.ndarray, v: np.ndarray) -> None:
     """Raise :class:`StateError` unless ``q`` and ``v`` are finite and sized for ``robot``."""
     if q.shape != (robot.nq,) or v.shape != (robot.nv,):
         raise StateError(f"state size: q {q.shape} v {v.shape}, expected ({robot.nq},) ({robot.nv},)")
-    bad_q = ~np.isfinite(q)
-    bad_v = ~np.isfinite(v)
-    if bad_q.any() or bad_v.any():
+    if not (np.isfinite(q).all() and np.isfinite(v).all()):
+        bad_q = ~np.isfinite(q)
+        bad_v = ~np.isfinite(v)
         names = ["base"] * 7 + robot.joint_names
         vnames = ["base"] * 6 + robot.joint_names
         bad = sorted({names[i] for i in np.flatnonzero(bad_q)} | {vnames[i] for i in np.flatnonzero(bad_v)})
         raise StateError(f"non-finite state in: {', '.join(bad)}")
-    quat_norm = float(np.linalg.norm(q[3:7]))
+    quat_norm = float(q[3:7] @ q[3:7]) ** 0.5
     if abs(quat_norm - 1.0) > 1e-3:
         raise StateError(f"base quaternion is not unit (norm {quat_norm:.6f})")
 
