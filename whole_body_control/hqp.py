@@ -177,8 +177,13 @@ class HierarchicalQP:
         # Directions this level's tasks do not see are flat; left to a tiny Tikhonov term
         # they make the QP ill-conditioned. Weigh them like the tasks' own directions: the
         # unconstrained optimum is unchanged (they do not move the objective).
-        if P is not None:
-            H += (self.flat_weight * scale_h) * P
+        if P is None:
+            # Last level: its projector was not needed by a level below, but the QP needs
+            # the flat directions (null(AZ), including the directions Z removes) weighted.
+            Gp = AZ @ AZ.T
+            Gp.flat[:: Gp.shape[0] + 1] += 1e-9 * (1.0 + np.trace(Gp) / Gp.shape[0])
+            P = np.eye(n) - AZ.T @ _spd_solve(Gp, AZ)
+        H += (self.flat_weight * scale_h) * P
         H.flat[:: n + 1] += self.regularization * (1.0 + scale_h)
         g = -(WAZ.T @ r)
         CZ = C @ Z
@@ -204,9 +209,12 @@ class HierarchicalQP:
             return res.x, 0, iterations
         if self._acceptable(res):
             return res.x, 1, iterations
-        # Retry once with equilibration and a larger proximal step.
-        qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=True, rho=1e-2)
-        qp.solve(z0, None, None)
+        # Retry once, from where the first attempt stopped, with equilibration and a
+        # larger budget (three times the configured one).
+        qp.settings.max_iter = 3 * self.max_iter
+        qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=True)
+        qp.solve(res.x.copy() if np.all(np.isfinite(res.x)) else z0, None, None)
+        qp.settings.max_iter = self.max_iter
         res = qp.results
         iterations += res.info.iter
         if res.info.status == SOLVED and np.all(np.isfinite(res.x)):
