@@ -48,6 +48,7 @@ setup(
         "urdf-parser-py",
         "rosbags",
         "matplotlib",
+        "imageio-ffmpeg",  # run videos (ships an ffmpeg binary)
     ],
     extras_require={"test": ["pytest", "pytest-timeout"]},
     python_requires=">=3.10",

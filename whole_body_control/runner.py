@@ -174,11 +174,16 @@ def run_stand(
 
 
 def record_tick(recorder: Recorder, t: float, sim: Simulation, ctrl: WholeBodyController, result: WbcResult) -> None:
+    """One tick of the run report: time series (decimated by the recorder), bag and video."""
     zmp = sim.measured_zmp()
-    corners = {}
+    loaded = sim.foot_contacts()
+    corners, soles, support = {}, {}, []
     for side, foot in robot_feet(ctrl):
         oMf = sim.sole_placement(side)
         corners[f"{side}_sole_corners"] = (oMf.rotation @ foot.sole.corners().T).T[:, :2] + oMf.translation[:2]
+        soles[f"{side}_sole"] = oMf.translation
+        if loaded[side]:
+            support.append(corners[f"{side}_sole_corners"])
     recorder.add(
         t=t,
         com=ctrl.state.com,
@@ -186,9 +191,14 @@ def record_tick(recorder: Recorder, t: float, sim: Simulation, ctrl: WholeBodyCo
         zmp=zmp if zmp is not None else np.full(2, np.nan),
         tau=result.tau,
         tick_ms=result.tick_time * 1e3,
+        solve_ms=result.solve_time * 1e3,
         base=sim.q[:3],
+        loaded=[float(loaded[s]) for s in ("left", "right")],
+        **soles,
         **corners,
     )
+    polygon = geometry.convex_hull(np.vstack(support)) if support else None
+    recorder.log_tick(t, sim, ctrl, result, polygon)
 
 
 def robot_feet(ctrl: WholeBodyController):
