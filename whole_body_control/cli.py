@@ -45,10 +45,12 @@ def _sim_config(args):
 
 
 def cmd_stand(args) -> int:
+    from whole_body_control.progress import Progress
     from whole_body_control.robot import load_robot
     from whole_body_control.runner import run_stand
 
     robot = load_robot(args.robot)
+    progress = Progress(args.duration, "stand ")
     summary = run_stand(
         robot,
         args.duration,
@@ -56,16 +58,22 @@ def cmd_stand(args) -> int:
         push_at=args.push_at,
         sim_config=_sim_config(args),
         out_dir=Path(args.out) if args.out else None,
+        on_tick=progress,
     )
+    progress.close()
     _print_result(summary, args.json)
     return 0
 
 
 def cmd_walk(args) -> int:
+    from whole_body_control.progress import Progress
     from whole_body_control.robot import load_robot
     from whole_body_control.walking import run_walk
+    from zmp_walker import load_walker_config
 
     robot = load_robot(args.robot)
+    # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
+    progress = Progress((args.steps + 2) * load_walker_config(robot=robot.name).step_duration + 1.0, "walk ")
     summary = run_walk(
         robot,
         speed=args.speed,
@@ -77,7 +85,9 @@ def cmd_walk(args) -> int:
         friction=args.friction,
         sim_config=_sim_config(args),
         out_dir=Path(args.out) if args.out else None,
+        on_tick=progress,
     )
+    progress.close()
     _print_result(summary, args.json)
     return 0
 
