@@ -113,15 +113,27 @@ def run_stand(
     settle_time: float = 0.5,
     on_tick=None,
     out_dir=None,
+    *,
+    sim_hook=None,
+    observe_hook=None,
+    actuate_hook=None,
 ) -> dict:
     """Stand for ``duration`` [s] (simulated), optionally pushed at ``push_at``.
 
     ``push_dv`` (vx, vy) [m/s] sizes a horizontal force on the torso for
     ``push_duration`` so that it would change the whole robot's velocity by that much.
     ``com_error_max_m`` is taken after ``settle_time`` and outside the push recovery.
+
+    Hooks for robustness scenarios (all optional, see :mod:`whole_body_control.scenarios`):
+    ``sim_hook(sim)`` edits the simulation once before the reset (masses,
+    gravity); ``observe_hook(t, q, v) -> (q, v)`` is what the controller reads
+    (sensor noise); ``actuate_hook(t, tau, sim) -> tau`` is the torque applied to
+    the simulation (latency; external forces through ``sim.push``).
     """
     sim = Simulation(robot, sim_config or SimConfig())
     ctrl = controller or WholeBodyController(robot)
+    if sim_hook is not None:
+        sim_hook(sim)
     sim.reset(robot.q_ref)
     ctrl.reset(sim.q, sim.v)
     dt = sim.timestep
@@ -137,6 +149,8 @@ def run_stand(
             sim.push_velocity_change(push_body(robot), np.array(push_dv, dtype=float), push_duration)
             pushed_until = t + push_duration + 2.0
         q, v = sim.q, sim.v
+        if observe_hook is not None:
+            q, v = observe_hook(t, q, v)
         result = ctrl.cycle(q, v, dt)
         err = float(np.linalg.norm(ctrl.com_task.error(ctrl.state))) if ctrl.com_task else 0.0
         in_push = pushed_until is not None and t < pushed_until
@@ -145,7 +159,7 @@ def run_stand(
             ctrl.latch_damping(f"fall: {fall.reason}")
         if recorder is not None:
             record_tick(recorder, t, sim, ctrl, result)
-        sim.step(result.tau)
+        sim.step(result.tau if actuate_hook is None else actuate_hook(t, result.tau, sim))
         if on_tick is not None:
             on_tick(t, sim, ctrl, result)
     wall = time.perf_counter() - wall0
