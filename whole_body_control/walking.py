@@ -202,6 +202,10 @@ def run_walk(
     settle_time: float = 1.0,
     push_duration: float = 0.1,
     on_tick=None,
+    sim_hook=None,
+    observe_hook=None,
+    actuate_hook=None,
+    reference_hook=None,
 ) -> dict:
     """Walk ``steps`` steps at ``(speed, vy)`` [m/s] and ``yaw_rate`` [rad/s] in MuJoCo.
 
@@ -211,6 +215,14 @@ def run_walk(
     [s] (see :meth:`Simulation.push_velocity_change`).  ``friction`` is the
     floor friction of the simulation; the controller then assumes the smaller
     of it and the robot's friction.
+
+    Hooks for robustness scenarios (all optional, see :mod:`whole_body_control.scenarios`):
+    ``sim_hook(sim)`` edits the simulation once before the reset (masses,
+    gravity); ``observe_hook(t, q, v) -> (q, v)`` is what the controller reads
+    (sensor noise); ``actuate_hook(t, tau, sim) -> tau`` is the torque applied to
+    the simulation (latency; external forces through ``sim.push``);
+    ``reference_hook(t, reference, wref) -> reference`` edits the controller's
+    reference (terrain).
 
     Summary keys (SI units): ``duration_s`` is the time from the walk command
     until the last step has landed in the simulation (all steps counted by the
@@ -234,6 +246,8 @@ def run_walk(
     sim = Simulation(robot, sim_config)
     mu = min(friction, robot.config.friction) if friction is not None else None
     ctrl = controller or WholeBodyController(robot, mu=mu)
+    if sim_hook is not None:
+        sim_hook(sim)
     sim.reset(robot.q_ref)
     ctrl.reset(sim.q, sim.v)
     walker = make_walker(robot, ctrl, walker_config)
@@ -265,6 +279,8 @@ def run_walk(
             sim.push_velocity_change(push_body(robot), np.array(push_dv, dtype=float), push_duration)
             pushed = True
         q, v = sim.q, sim.v
+        if observe_hook is not None:
+            q, v = observe_hook(t, q, v)
         st = ctrl.state
         wref = walker.cycle(t, MeasuredState(st.com.copy(), st.vcom.copy()) if com_mode == "dcm" else None)
         if schedule is None:
@@ -272,6 +288,8 @@ def run_walk(
             max_ticks = int(math.ceil((schedule.end_time + settle_time + 5.0) / dt))
         contacts = _contacts_ahead(walker, t, lead)
         reference = walker_to_reference(wref, contacts, com_mode, st.com, st.vcom)
+        if reference_hook is not None:
+            reference = reference_hook(t, reference, wref)
         result = ctrl.cycle(q, v, dt, reference)
         st = ctrl.state
         stats.add(result, 0.0)
@@ -316,7 +334,7 @@ def run_walk(
                 base_rpy=_rpy(sim.q[3:7]),
                 status_ok=float(result.ok),
             )
-        sim.step(result.tau)
+        sim.step(result.tau if actuate_hook is None else actuate_hook(t, result.tau, sim))
         if on_tick is not None:
             on_tick(t, sim, ctrl, result, wref)
         k += 1
