@@ -1,0 +1,78 @@
+"""Robustness scenarios: the fast subset in MuJoCo, the CLI's JSON line, the hooks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from whole_body_control import scenarios
+from whole_body_control.errors import ConfigError
+from whole_body_control.robot import load_robot
+from whole_body_control.sim import Simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_fast_subset_passes_on_talos():
+    summary = scenarios.run_suite("talos", ["fast"])
+    names = [r["name"] for r in summary["scenarios"]]
+    assert names == ["push_lateral_ds", "overload", "infeasible_qp"]
+    by_name = {r["name"]: r for r in summary["scenarios"]}
+    assert summary["failed"] == 0, [(r["name"], r["figure"]) for r in summary["scenarios"]]
+    # the overload is a detected fall that ends in latched damping, never NaN
+    over = by_name["overload"]
+    assert over["fell"] and over["latched"] and over["final_status"] == "damping" and over["finite"]
+    # infeasible QP: the fallback ladder acts, no exception
+    qp = by_name["infeasible_qp"]
+    assert qp["exception"] is None and set(qp["statuses_infeasible"]) - {"ok"}
+
+
+def test_cli_json_last_line():
+    cmd = ["scenarios", "--robot", "g1", "--only", "step_up_5cm", "--json"]
+    out = subprocess.run(
+        [sys.executable, "-m", "whole_body_control.cli", *cmd],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    last = json.loads(out.stdout.strip().splitlines()[-1])
+    assert last["robot"] == "g1" and last["passed"] + last["failed"] == 1
+    assert [s["name"] for s in last["scenarios"]] == ["step_up_5cm"]
+    assert out.returncode == (0 if last["failed"] == 0 else 1)
+
+
+def test_unknown_scenario_names_the_closest():
+    with pytest.raises(ConfigError, match="did you mean 'overload'"):
+        scenarios.select(["overlaod"])
+
+
+def test_hooks_change_the_simulation_only():
+    robot = load_robot("g1")
+    sim = Simulation(robot)
+    mass = sim.total_mass()
+    scenarios.scale_masses(1.1)(sim)
+    assert sim.total_mass() == pytest.approx(1.1 * mass)
+    scenarios.add_torso_mass(robot, -1.0)(sim)
+    assert sim.total_mass() == pytest.approx(1.1 * mass - 1.0)
+    scenarios.tilt_gravity(10.0)(sim)
+    g = sim.model.opt.gravity
+    assert np.degrees(np.arctan2(-g[0], -g[2])) == pytest.approx(10.0)
+    # latency: the n-th torque comes out n ticks later
+    hook = scenarios.delay(5)
+    outs = [hook(0.0, np.array([float(k)]), sim)[0] for k in range(10)]
+    assert outs == [0, 0, 0, 0, 0, 0, 1, 2, 3, 4]
+    # noise: seeded, unit quaternion, the simulation state untouched
+    q, v = sim.q, sim.v
+    a = scenarios.SensorNoise(seed=1).hook()(0.0, q, v)
+    b = scenarios.SensorNoise(seed=1).hook()(0.0, q, v)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert np.linalg.norm(a[0][3:7]) == pytest.approx(1.0)
+    assert not np.array_equal(a[0], q)
+    np.testing.assert_array_equal(sim.q, q)
+    sim.close()

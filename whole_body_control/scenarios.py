@@ -1,0 +1,622 @@
+"""Robustness suite behind ``wbc scenarios``: closed-loop runs in MuJoCo under
+disturbances and model errors, each with a pass/fail verdict and its key figures.
+
+Every scenario reuses :func:`~whole_body_control.runner.run_stand` or
+:func:`~whole_body_control.walking.run_walk` and changes the run only through
+their hooks: ``sim_hook`` (the simulated model: masses, gravity), ``observe_hook``
+(what the controller reads: sensor noise), ``actuate_hook`` (what the simulation
+applies: latency, a hoist force) and ``on_tick`` (watching, or changing the
+controller mid-run).  Only the simulation is changed: the controller keeps its
+nominal model (masses, friction 0.7, flat ground, no delay).
+
+A fall is :class:`~whole_body_control.runner.FallDetector`'s: base below the
+robot's ``fall_height``, a non-foot body on the ground, or the capture point
+more than 5 cm outside the support polygon for 0.2 s.  A walking scenario
+passes when the robot does not fall, lands every step and never ends in damping.
+
+Slopes are simulated by tilting gravity by the slope angle about the walking
+direction's normal (the simulated floor is the slope plane, the robot walks
+along it); the controller still assumes gravity normal to the floor, i.e. it
+does not know about the slope.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from whole_body_control import report
+from whole_body_control.errors import ConfigError
+
+FRICTION_ASSUMED = 0.7  # [-] the controller's friction coefficient in the friction scenarios
+WALK_SPEED = 0.25  # [m/s]
+SHORT_WALK = 8  # [steps] of the variant scenarios
+LONG_WALK = 30  # [steps]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named closed-loop run: ``run(robot, out_dir) -> figures`` (with ``passed``)."""
+
+    name: str
+    run: Callable
+    fast: bool = False  # short enough for the test suite
+    what: str = ""
+
+
+# -- hooks ------------------------------------------------------------------------------
+
+
+def scale_masses(factor: float):
+    """``sim_hook``: every simulated link mass and inertia times ``factor``."""
+
+    def hook(sim) -> None:
+        sim.model.body_mass[1:] *= factor
+        sim.model.body_inertia[1:] *= factor
+
+    return hook
+
+
+def add_torso_mass(robot, delta: float):
+    """``sim_hook``: ``delta`` [kg] more on the torso link (inertia scaled with its mass)."""
+
+    def hook(sim) -> None:
+        body = sim.model.body(robot.config.torso_frame)
+        mass = float(body.mass[0])
+        if mass + delta <= 0:
+            raise ConfigError(f"torso mass {mass} kg + {delta} kg is not positive")
+        sim.model.body_inertia[body.id] *= (mass + delta) / mass
+        sim.model.body_mass[body.id] = mass + delta
+
+    return hook
+
+
+def tilt_gravity(slope_deg: float):
+    """``sim_hook``: a slope of ``slope_deg`` [deg] along +x (> 0: uphill when walking forward)."""
+
+    def hook(sim) -> None:
+        g = float(np.linalg.norm(sim.model.opt.gravity))
+        a = math.radians(slope_deg)
+        sim.model.opt.gravity[:] = [-g * math.sin(a), 0.0, -g * math.cos(a)]
+
+    return hook
+
+
+@dataclass(frozen=True)
+class SensorNoise:
+    """Gaussian noise on what the controller reads (standard deviations, SI)."""
+
+    joint_position: float = 1e-3  # [rad] encoders
+    joint_velocity: float = 2e-2  # [rad/s] differentiated encoders
+    orientation: float = 5e-3  # [rad] IMU attitude (rotation vector)
+    angular_velocity: float = 1e-2  # [rad/s] gyro
+    linear_velocity: float = 1e-2  # [m/s] base velocity estimate
+    seed: int = 0
+
+    def hook(self):
+        """``observe_hook(t, q, v) -> (q, v)`` with its own seeded generator."""
+        import pinocchio as pin
+
+        rng = np.random.default_rng(self.seed)
+
+        def observe(t, q, v):
+            q, v = q.copy(), v.copy()
+            x, y, z, w = q[3:7]
+            R = pin.Quaternion(w, x, y, z).toRotationMatrix() @ pin.exp3(rng.normal(0.0, self.orientation, 3))
+            q[3:7] = pin.Quaternion(R).coeffs()
+            q[7:] += rng.normal(0.0, self.joint_position, q.size - 7)
+            v[:3] += rng.normal(0.0, self.linear_velocity, 3)
+            v[3:6] += rng.normal(0.0, self.angular_velocity, 3)
+            v[6:] += rng.normal(0.0, self.joint_velocity, v.size - 6)
+            return q, v
+
+        return observe
+
+
+def delay(ticks: int):
+    """``actuate_hook``: the simulation applies the torque computed ``ticks`` ticks earlier
+    (the first torque until then)."""
+    buffer: collections.deque = collections.deque()
+
+    def actuate(t, tau, sim):
+        buffer.append(np.array(tau, copy=True))
+        if len(buffer) > ticks + 1:
+            buffer.popleft()
+        return buffer[0]
+
+    return actuate
+
+
+def hoist(robot, at: float, height: float = 0.3, rise_time: float = 0.5):
+    """``actuate_hook``: from ``at`` [s], a crane force on the torso lifts the robot by
+    ``height`` [m] over ``rise_time`` [s] and holds it (spring-damper on the base
+    height, damping of the horizontal base velocity, weight compensated)."""
+    state: dict = {}
+
+    def actuate(t, tau, sim):
+        if t >= at:
+            m = sim.total_mass()
+            g = float(np.linalg.norm(sim.model.opt.gravity))
+            pos = sim.data.qpos[sim.index.root_qpos : sim.index.root_qpos + 3]
+            vel = sim.data.qvel[sim.index.root_dof : sim.index.root_dof + 3]
+            z0 = state.setdefault("z0", float(pos[2]))
+            target = z0 + height * min(1.0, (t - at) / rise_time)
+            wn = 6.0  # [rad/s]
+            fz = m * g + m * wn**2 * (target - pos[2]) - 2 * wn * m * vel[2]
+            force = np.array([-2 * wn * m * vel[0], -2 * wn * m * vel[1], fz])
+            sim.push(robot.config.torso_frame, force, sim.timestep)
+        return tau
+
+    return actuate
+
+
+# -- figures --------------------------------------------------------------------------------
+
+
+def _walk_figures(summary: dict, steps: int) -> dict:
+    passed = not summary["fell"] and summary["steps_completed"] == steps and summary["statuses"].get("damping", 0) == 0
+    return {
+        "passed": bool(passed),
+        "figure": f"{summary['steps_completed']}/{steps} steps, {summary['distance_m']:.2f} m"
+        + (f", fell at {summary['fall_time_s']:.2f} s: {summary['fall_reason']}" if summary["fell"] else ""),
+        "fell": summary["fell"],
+        "fall_reason": summary["fall_reason"],
+        "steps_completed": summary["steps_completed"],
+        "distance_m": summary["distance_m"],
+        "com_tracking_error_max_m": summary["com_tracking_error_max_m"],
+        "footstep_error_max_m": summary["footstep_error_max_m"],
+        "qp_failures": summary["qp_failures"],
+        "simulated_s": summary["simulated_s"],
+    }
+
+
+def _stand_figures(summary: dict) -> dict:
+    passed = not summary["fell"] and summary["statuses"].get("damping", 0) == 0
+    return {
+        "passed": bool(passed),
+        "figure": f"CoM error max {summary['com_error_max_m'] * 1e3:.1f} mm"
+        + (f", fell at {summary['fall_time_s']:.2f} s: {summary['fall_reason']}" if summary["fell"] else ""),
+        "fell": summary["fell"],
+        "fall_reason": summary["fall_reason"],
+        "com_error_max_m": summary["com_error_max_m"],
+        "qp_failures": summary["qp_failures"],
+        "simulated_s": summary["duration_s"],
+    }
+
+
+def _walk(robot, out_dir, steps: int = SHORT_WALK, **kw) -> dict:
+    from whole_body_control.walking import run_walk
+
+    summary = run_walk(
+        robot,
+        WALK_SPEED,
+        0.0,
+        0.0,
+        steps,
+        kw.pop("push_dv", None),
+        kw.pop("push_at", 1.0),
+        kw.pop("friction", None),
+        kw.pop("sim_config", None),
+        out_dir,
+        **kw,
+    )
+    return _walk_figures(summary, steps)
+
+
+# -- scenarios ------------------------------------------------------------------------------
+
+
+def stand(robot, out_dir) -> dict:
+    from whole_body_control.runner import run_stand
+
+    return _stand_figures(run_stand(robot, 10.0, out_dir=out_dir))
+
+
+def walk(robot, out_dir) -> dict:
+    return _walk(robot, out_dir, LONG_WALK)
+
+
+def friction(value: float):
+    def run(robot, out_dir) -> dict:
+        from whole_body_control.controller import WholeBodyController
+        from whole_body_control.sim import SimConfig
+
+        ctrl = WholeBodyController(robot, mu=FRICTION_ASSUMED)
+        figures = _walk(robot, out_dir, sim_config=SimConfig(friction=value), controller=ctrl)
+        return {**figures, "sim_friction": value, "controller_mu": FRICTION_ASSUMED}
+
+    return run
+
+
+def push_lateral_double_support(robot, out_dir) -> dict:
+    from whole_body_control.runner import run_stand
+
+    peak = {"com_dev": 0.0}
+
+    def on_tick(t, sim, ctrl, result):
+        peak["com_dev"] = max(peak["com_dev"], float(np.linalg.norm(ctrl.com_task.error(ctrl.state))))
+
+    summary = run_stand(robot, 4.0, push_dv=(0.0, 0.25), push_at=1.0, out_dir=out_dir, on_tick=on_tick)
+    figures = _stand_figures(summary)
+    figures["figure"] = f"peak CoM deviation {peak['com_dev'] * 1e3:.0f} mm, " + figures["figure"]
+    return {**figures, "push_dv_mps": 0.25, "com_deviation_peak_m": round(peak["com_dev"], 4)}
+
+
+def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
+    """While walking, the first single support after 2 s: a push of ``dv`` [m/s]
+    towards the swing foot's side, 0.1 s after lift-off."""
+    from whole_body_control.runner import push_body
+
+    state: dict = {}
+
+    def on_tick(t, sim, ctrl, result, wref):
+        if "pushed" in state or t < 2.0:
+            return
+        swinging = [s for s in ("left", "right") if not wref.feet[s].in_contact]
+        if len(swinging) != 1:
+            state.pop("ss_start", None)
+            return
+        start = state.setdefault("ss_start", t)
+        if t - start >= 0.1:
+            sign = 1.0 if swinging[0] == "left" else -1.0  # towards the swing side
+            sim.push_velocity_change(push_body(robot), np.array([0.0, sign * dv]), 0.1)
+            state["pushed"] = (round(t, 3), swinging[0])
+
+    figures = _walk(robot, out_dir, on_tick=on_tick)
+    pushed = state.get("pushed")
+    figures["push"] = f"{dv} m/s at {pushed[0]} s towards the {pushed[1]} (swing) side" if pushed else "not applied"
+    figures["passed"] = figures["passed"] and pushed is not None
+    return figures
+
+
+def push_forward_search(robot, out_dir, start: float = 0.1, step: float = 0.05, limit: float = 1.5) -> dict:
+    """Standing, the largest forward push [m/s] survived: increase by ``step`` until a fall."""
+    from whole_body_control.runner import run_stand
+
+    survived, fell_at, reason = None, None, None
+    dv = start
+    while dv <= limit + 1e-9:
+        s = run_stand(robot, 3.0, push_dv=(round(dv, 4), 0.0), push_at=1.0)
+        if s["fell"]:
+            fell_at, reason = round(dv, 4), s["fall_reason"]
+            break
+        survived = round(dv, 4)
+        dv += step
+    return {
+        "passed": True,  # it reports
+        "figure": f"largest forward push survived {survived} m/s" + (f" (falls at {fell_at})" if fell_at else ""),
+        "largest_push_survived_mps": survived,
+        "first_fall_push_mps": fell_at,
+        "fall_reason": reason,
+    }
+
+
+def overload(robot, out_dir) -> dict:
+    """A sustained push of 0.5 m g on the torso for 2 s: it must be detected as a fall
+    and end in latched damping with finite torques."""
+    from whole_body_control.controller import WholeBodyController
+    from whole_body_control.runner import push_body, run_stand
+
+    ctrl = WholeBodyController(robot)
+    seen = {"finite": True, "last_status": None}
+
+    def actuate(t, tau, sim):
+        if 1.0 <= t < 3.0:
+            sim.push(push_body(robot), np.array([0.5 * sim.total_mass() * 9.81, 0.0, 0.0]), sim.timestep)
+        return tau
+
+    def on_tick(t, sim, c, result):
+        seen["finite"] &= bool(np.all(np.isfinite(result.tau)) and np.all(np.isfinite(sim.q)))
+        seen["last_status"] = result.status
+
+    summary = run_stand(robot, 4.0, controller=ctrl, out_dir=out_dir, actuate_hook=actuate, on_tick=on_tick)
+    passed = summary["fell"] and ctrl.latched is not None and seen["last_status"] == "damping" and seen["finite"]
+    return {
+        "passed": bool(passed),
+        "figure": f"fall detected at {summary['fall_time_s']} s ({summary['fall_reason']}), "
+        f"final status {seen['last_status']}, finite {seen['finite']}",
+        "fell": summary["fell"],
+        "fall_reason": summary["fall_reason"],
+        "latched": ctrl.latched,
+        "final_status": seen["last_status"],
+        "finite": seen["finite"],
+    }
+
+
+def masses(factor: float | None = None, torso_kg: float | None = None):
+    def run(robot, out_dir) -> dict:
+        hook = scale_masses(factor) if factor is not None else add_torso_mass(robot, torso_kg)
+        return _walk(robot, out_dir, sim_hook=hook)
+
+    return run
+
+
+def noise(robot, out_dir, seed: int = 0) -> dict:
+    n = SensorNoise(seed=seed)
+    return {**_walk(robot, out_dir, observe_hook=n.hook()), "noise": dataclasses.asdict(n)}
+
+
+def latency(seconds: float | None):
+    """``seconds`` None: one control period."""
+
+    def run(robot, out_dir) -> dict:
+        from whole_body_control.sim import SimConfig
+
+        dt = SimConfig().timestep
+        ticks = 1 if seconds is None else max(1, round(seconds / dt))
+        return {**_walk(robot, out_dir, actuate_hook=delay(ticks)), "latency_s": ticks * dt}
+
+    return run
+
+
+def slope(deg: float):
+    def run(robot, out_dir) -> dict:
+        return {**_walk(robot, out_dir, sim_hook=tilt_gravity(deg)), "slope_deg": deg}
+
+    return run
+
+
+def step_up(robot, out_dir) -> dict:
+    return {
+        "passed": False,
+        "figure": "not run: zmp_walker plans footsteps on flat ground only (no footstep heights) "
+        "and sim.py counts contacts with the floor plane only",
+        "supported": False,
+    }
+
+
+def sim_settings(**config):
+    def run(robot, out_dir) -> dict:
+        from whole_body_control.sim import SimConfig
+
+        return {**_walk(robot, out_dir, sim_config=SimConfig(**config)), **config}
+
+    return run
+
+
+def determinism(robot, out_dir) -> dict:
+    """Two walks (3 steps, sensor noise with seed 3): identical time series and bags
+    (apart from wall-clock timings)."""
+    from whole_body_control.walking import run_walk
+
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp, report.options(video=False):
+        for i in range(2):
+            d = Path(tmp) / str(i)
+            run_walk(robot, WALK_SPEED, 0.0, 0.0, 3, None, 1.0, None, None, d, observe_hook=SensorNoise(seed=3).hook())
+            data = dict(np.load(d / "timeseries.npz"))
+            runs.append((data, _bag_digest(d / "bag")))
+    (a, bag_a), (b, bag_b) = runs
+    wall = {"tick_ms", "solve_ms"}
+    differing = sorted(k for k in a if k not in wall and (k not in b or not np.array_equal(a[k], b[k])))
+    same_bag = bag_a == bag_b
+    return {
+        "passed": not differing and same_bag and set(a) == set(b),
+        "figure": "identical time series and bag messages"
+        if not differing and same_bag
+        else f"differ: {differing or ''} bag equal {same_bag}",
+        "differing_signals": differing,
+        "bag_identical": same_bag,
+    }
+
+
+def _bag_digest(path: Path) -> str:
+    """Hash of every message except the diagnostics (they carry wall-clock solve times)."""
+    import hashlib
+
+    from rosbags.rosbag2 import Reader
+
+    h = hashlib.sha256()
+    with Reader(path) as reader:
+        for conn, stamp, raw in reader.messages():
+            if conn.topic != "/wbc/diagnostics":
+                h.update(conn.topic.encode())
+                h.update(stamp.to_bytes(8, "little"))
+                h.update(bytes(raw))
+    return h.hexdigest()
+
+
+def infeasible_qp(robot, out_dir) -> dict:
+    """Standing, the controller's torque limits drop to 2 % for 0.2 s (it cannot hold
+    its weight: every level's QP is infeasible).  No exception, the fallback ladder
+    acts, the torques stay finite."""
+    from whole_body_control.controller import WholeBodyController
+    from whole_body_control.runner import run_stand
+
+    ctrl = WholeBodyController(robot)
+    nominal = ctrl._tau_bound.copy()  # no public setter for the torque limits
+    seen = {"finite": True, "statuses": collections.Counter(), "reasons": set()}
+
+    def on_tick(t, sim, c, result):
+        seen["finite"] &= bool(np.all(np.isfinite(result.tau)))
+        if 1.0 <= t < 1.2:
+            seen["statuses"][result.status] += 1
+            if result.reason:
+                seen["reasons"].add(result.reason.split(":")[0][:60])
+        c._tau_bound[:] = nominal * (0.02 if 0.999 <= t < 1.199 else 1.0)
+
+    try:
+        summary = run_stand(robot, 3.0, controller=ctrl, out_dir=out_dir, on_tick=on_tick)
+        error = None
+    except Exception as exc:  # the scenario fails on any exception
+        summary, error = None, f"{type(exc).__name__}: {exc}"
+    ladder = {k: v for k, v in seen["statuses"].items() if k != "ok"}
+    passed = error is None and seen["finite"] and bool(ladder)
+    return {
+        "passed": bool(passed),
+        "figure": f"statuses while infeasible {dict(seen['statuses'])}, finite {seen['finite']}"
+        + (f", then fell: {summary['fall_reason']}" if summary and summary["fell"] else "")
+        + (f", exception {error}" if error else ""),
+        "statuses_infeasible": dict(seen["statuses"]),
+        "reasons": sorted(seen["reasons"]),
+        "finite": seen["finite"],
+        "fell_after": bool(summary and summary["fell"]),
+        "exception": error,
+    }
+
+
+def lifted(robot, out_dir) -> dict:
+    """Walking, at 2 s a hoist lifts the robot 0.3 m: the walk must stop (no new
+    step lifts off, the foot references stay put) within 0.5 s of losing the ground."""
+    state = {"airborne_at": None, "ref": None, "moved": 0.0, "liftoffs": 0}
+    at = 2.0
+
+    def on_tick(t, sim, ctrl, result, wref):
+        loaded = sim.foot_contacts(1.0)
+        if state["airborne_at"] is None and t > at and not any(loaded.values()):
+            state["airborne_at"] = t
+        if state["airborne_at"] is not None and t > state["airborne_at"] + 0.5:
+            feet = np.concatenate([wref.feet[s].pos for s in ("left", "right")])
+            contacts = tuple(wref.feet[s].in_contact for s in ("left", "right"))
+            if state["ref"] is None:
+                state["ref"], state["contacts"] = feet, contacts
+            state["moved"] = max(state["moved"], float(np.max(np.abs(feet - state["ref"]))))
+            if contacts != state["contacts"]:
+                state["liftoffs"] += 1
+                state["contacts"] = contacts
+
+    summary_figs = _walk(robot, out_dir, actuate_hook=hoist(robot, at), on_tick=on_tick)
+    stopped = state["airborne_at"] is not None and state["moved"] < 0.01 and state["liftoffs"] == 0
+    return {
+        "passed": bool(stopped and not summary_figs["fell"]),
+        "figure": f"airborne at {state['airborne_at']} s; foot references moved {state['moved'] * 1e3:.0f} mm, "
+        f"{state['liftoffs']} contact changes after it",
+        "airborne_at_s": state["airborne_at"],
+        "foot_reference_motion_m": round(state["moved"], 4),
+        "contact_changes_after": state["liftoffs"],
+        "steps_completed": summary_figs["steps_completed"],
+    }
+
+
+SCENARIOS: list[Scenario] = [
+    Scenario("stand_10s", stand, fast=False, what="stand 10 s"),
+    Scenario("walk_30_steps", walk, what=f"walk {LONG_WALK} steps at {WALK_SPEED} m/s"),
+    Scenario("friction_0.4", friction(0.4), what="sim friction 0.4, controller 0.7 (walk)"),
+    Scenario("friction_0.7", friction(0.7), what="sim friction 0.7, controller 0.7 (walk)"),
+    Scenario("friction_1.25", friction(1.25), what="sim friction 1.25, controller 0.7 (walk)"),
+    Scenario("push_lateral_ds", push_lateral_double_support, fast=True, what="lateral push 0.25 m/s, standing"),
+    Scenario("push_inward_ss", push_inward_single_support, what="inward push 0.22 m/s in single support (walk)"),
+    Scenario("push_forward_max", push_forward_search, what="largest forward push survived, standing"),
+    Scenario("overload", overload, fast=True, what="sustained 0.5 m g push: fall detected, damping"),
+    Scenario("mass_x0.9", masses(factor=0.9), what="link masses x0.9 (walk)"),
+    Scenario("mass_x1.1", masses(factor=1.1), what="link masses x1.1 (walk)"),
+    Scenario("torso_+1kg", masses(torso_kg=1.0), what="torso +1 kg (walk)"),
+    Scenario("torso_-1kg", masses(torso_kg=-1.0), what="torso -1 kg (walk)"),
+    Scenario("sensor_noise", noise, what="noise on joints, IMU, base velocity (walk)"),
+    Scenario("latency_1_period", latency(None), what="torque applied 1 control period late (walk)"),
+    Scenario("latency_5ms", latency(0.005), what="torque applied 5 ms late (walk)"),
+    Scenario("latency_10ms", latency(0.010), what="torque applied 10 ms late (walk)"),
+    Scenario("slope_up_5deg", slope(5.0), what="5 deg uphill (walk)"),
+    Scenario("slope_down_5deg", slope(-5.0), what="5 deg downhill (walk)"),
+    Scenario("slope_up_10deg", slope(10.0), what="10 deg uphill (walk)"),
+    Scenario("slope_down_10deg", slope(-10.0), what="10 deg downhill (walk)"),
+    Scenario("step_up_5cm", step_up, what="5 cm step up (walk)"),
+    Scenario("sim_dt_2ms", sim_settings(timestep=0.002), what="MuJoCo and control at 2 ms (walk)"),
+    Scenario("sim_euler", sim_settings(integrator="euler"), what="MuJoCo Euler integrator (walk)"),
+    Scenario("sim_elliptic", sim_settings(cone="elliptic"), what="MuJoCo elliptic friction cones (walk)"),
+    Scenario("determinism", determinism, what="same seed twice: identical logs"),
+    Scenario("infeasible_qp", infeasible_qp, fast=True, what="infeasible QP for 0.2 s: fallback, finite torques"),
+    Scenario("lifted", lifted, what="lifted 0.3 m while walking: walking stops"),
+]
+
+
+def select(only: list[str] | None) -> list[Scenario]:
+    """The scenarios named in ``only`` (comma lists allowed; ``fast`` = the fast ones), in suite order."""
+    if not only:
+        return list(SCENARIOS)
+    names = {n.strip() for item in only for n in item.split(",") if n.strip()}
+    chosen = [s for s in SCENARIOS if s.name in names or ("fast" in names and s.fast)]
+    unknown = names - {s.name for s in SCENARIOS} - {"fast"}
+    if unknown:
+        from whole_body_control.yaml_config import closest_key
+
+        valid = [s.name for s in SCENARIOS]
+        raise ConfigError(
+            "; ".join(f"unknown scenario '{u}'{closest_key(u, valid)}" for u in sorted(unknown))
+            + f" (valid: {', '.join(valid)}, fast)"
+        )
+    return chosen
+
+
+def run_scenario(robot_name: str, name: str, out: str | None, video: bool) -> dict:
+    """Run one scenario by name (in this process); the result has ``name``, ``passed``,
+    ``figure``, the scenario's figures and ``wall_s``."""
+    from whole_body_control.robot import load_robot
+
+    scenario = next(s for s in SCENARIOS if s.name == name)
+    robot = load_robot(robot_name)
+    out_dir = Path(out) / name if out else None
+    t0 = time.perf_counter()
+    ctx = report.options(video=video) if out else contextlib.nullcontext()
+    try:
+        with ctx:
+            figures = scenario.run(robot, out_dir)
+    except Exception as exc:  # a crash is a failed scenario, reported as such
+        figures = {"passed": False, "figure": f"exception {type(exc).__name__}: {exc}"}
+    return {"name": name, **figures, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def run_suite(
+    robot_name: str,
+    only: list[str] | None = None,
+    out: str | None = None,
+    video: bool = False,
+    jobs: int = 1,
+    on_result=None,
+) -> dict:
+    """Run the scenarios (``jobs`` processes); ``{"robot", "passed", "failed", "scenarios", "wall_s"}``."""
+    chosen = select(only)
+    t0 = time.perf_counter()
+    results: dict[str, dict] = {}
+    if jobs > 1 and len(chosen) > 1:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(run_scenario, robot_name, s.name, out, video): s.name for s in chosen}
+            for future in as_completed(futures):
+                r = future.result()
+                results[r["name"]] = r
+                if on_result is not None:
+                    on_result(r)
+    else:
+        for s in chosen:
+            r = run_scenario(robot_name, s.name, out, video)
+            results[r["name"]] = r
+            if on_result is not None:
+                on_result(r)
+    ordered = [results[s.name] for s in chosen]
+    passed = sum(1 for r in ordered if r["passed"])
+    summary = {
+        "robot": robot_name,
+        "passed": passed,
+        "failed": len(ordered) - passed,
+        "scenarios": ordered,
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "scenarios.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return summary
+
+
+def format_row(r: dict) -> str:
+    return f"{r['name']:<20} {'PASS' if r['passed'] else 'FAIL':<5} {r['wall_s']:>6.1f} s  {r['figure']}"
+
+
+def format_table(summary: dict) -> str:
+    lines = [f"{'scenario':<20} {'':<5} {'wall':>8}  key figure"]
+    lines += [format_row(r) for r in summary["scenarios"]]
+    lines.append(
+        f"{summary['robot']}: {summary['passed']} passed, {summary['failed']} failed in {summary['wall_s']:.0f} s"
+    )
+    return "\n".join(lines)
