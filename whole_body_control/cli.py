@@ -108,6 +108,20 @@ def cmd_demo(args) -> int:
     return 0 if not summary.get("fell") else 1
 
 
+def cmd_scenarios(args) -> int:
+    from whole_body_control.scenarios import format_row, format_table, run_suite
+
+    def progress(result):  # each row as it comes, on a terminal
+        if sys.stderr.isatty():
+            print(format_row(result), file=sys.stderr, flush=True)
+
+    summary = run_suite(args.robot, args.only, args.out, video=args.video, jobs=args.jobs, on_result=progress)
+    print(format_table(summary))
+    if args.json:
+        print(json.dumps(summary))
+    return 0 if summary["failed"] == 0 else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wbc", description="Whole-body control for humanoid robots")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -139,6 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=10, help="number of steps")
     p.add_argument("--friction", type=float, default=None, help="floor friction in the simulation [-]")
     p.set_defaults(func=cmd_walk)
+
+    p = sub.add_parser("scenarios", help="robustness suite in MuJoCo: a table of scenarios, pass/fail, key figure")
+    _add_robot(p)
+    p.add_argument("--only", action="append", help="scenario names (repeat or comma-separate; 'fast': the short ones)")
+    p.add_argument("--out", help="directory for one run report per scenario and scenarios.json")
+    p.add_argument("--video", action="store_true", help="with --out: also render a video per scenario (slow)")
+    p.add_argument("--jobs", type=int, default=1, help="scenarios run in parallel processes")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.set_defaults(func=cmd_scenarios)
 
     p = sub.add_parser("bench", help="benchmarks (not tests)")
     bsub = p.add_subparsers(dest="bench", required=True)
