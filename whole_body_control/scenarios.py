@@ -435,10 +435,11 @@ def infeasible_qp(robot, out_dir) -> dict:
 
     ctrl = WholeBodyController(robot)
     nominal = ctrl._tau_bound.copy()  # no public setter for the torque limits
-    seen = {"finite": True, "statuses": collections.Counter(), "reasons": set()}
+    seen = {"finite": True, "statuses": collections.Counter(), "reasons": set(), "base_min": math.inf}
 
     def on_tick(t, sim, c, result):
         seen["finite"] &= bool(np.all(np.isfinite(result.tau)))
+        seen["base_min"] = min(seen["base_min"], sim.base_height())
         if 1.0 <= t < 1.2:
             seen["statuses"][result.status] += 1
             if result.reason:
@@ -455,12 +456,14 @@ def infeasible_qp(robot, out_dir) -> dict:
     return {
         "passed": bool(passed),
         "figure": f"statuses while infeasible {dict(seen['statuses'])}, finite {seen['finite']}"
-        + (f", then fell: {summary['fall_reason']}" if summary and summary["fell"] else "")
+        + f", base down to {seen['base_min']:.3f} m"
+        + (f", then fell: {summary['fall_reason']}" if summary and summary["fell"] else ", recovered")
         + (f", exception {error}" if error else ""),
         "statuses_infeasible": dict(seen["statuses"]),
         "reasons": sorted(seen["reasons"]),
         "finite": seen["finite"],
         "fell_after": bool(summary and summary["fell"]),
+        "base_height_min_m": round(seen["base_min"], 4),
         "exception": error,
     }
 
@@ -486,11 +489,20 @@ def lifted(robot, out_dir) -> dict:
                 state["contacts"] = contacts
 
     summary_figs = _walk(robot, out_dir, actuate_hook=hoist(robot, at), on_tick=on_tick)
-    stopped = state["airborne_at"] is not None and state["moved"] < 0.01 and state["liftoffs"] == 0
+    observed = state["ref"] is not None  # the run lasted 0.5 s past the lift
+    stopped = observed and state["moved"] < 0.01 and state["liftoffs"] == 0
+    fell = summary_figs["fell"]
     return {
-        "passed": bool(stopped and not summary_figs["fell"]),
-        "figure": f"airborne at {state['airborne_at']} s; foot references moved {state['moved'] * 1e3:.0f} mm, "
-        f"{state['liftoffs']} contact changes after it",
+        "passed": bool(stopped and not fell),
+        "figure": f"airborne at {state['airborne_at']} s; "
+        + (
+            f"foot references moved {state['moved'] * 1e3:.0f} mm, {state['liftoffs']} contact changes after it"
+            if observed
+            else "run ended before the walk could be watched"
+        )
+        + (f"; a fall was declared: {summary_figs['fall_reason']}" if fell else ""),
+        "fell": fell,
+        "fall_reason": summary_figs["fall_reason"],
         "airborne_at_s": state["airborne_at"],
         "foot_reference_motion_m": round(state["moved"], 4),
         "contact_changes_after": state["liftoffs"],
