@@ -235,7 +235,7 @@ def run_walk(
     during the walk; ``lateral_deviation_max_m`` the largest distance of the
     CoM from the planned CoM path, perpendicular to the planned heading;
     ``footstep_error_max_m`` the largest distance between a planned footstep
-    and the sole where it landed.
+    (after the walker's step adjustment) and the sole where it landed.
     """
     if int(steps) != steps or steps < 1:
         raise ConfigError(f"steps must be a positive integer, got {steps}")
@@ -362,6 +362,8 @@ def run_walk(
     footsteps = []
     step_err_max = 0.0
     if schedule is not None:
+        # the walker's step adjustment may move landings: the error is to the final (adjusted) plan
+        final = walker.schedule.steps if len(walker.schedule.steps) == len(schedule.steps) else schedule.steps
         for i, step in enumerate(schedule.steps):
             row = {
                 "side": step.side,
@@ -369,8 +371,11 @@ def run_walk(
                 "planned_yaw": round(step.yaw, 4),
                 "t_touchdown": round(step.t_end, 4),
             }
+            target = final[i].position[:2]
+            if float(np.linalg.norm(target - step.position[:2])) > 1e-6:
+                row["adjusted"] = [round(float(x), 4) for x in target]
             if i < len(landed) and landed[i]["side"] == step.side:
-                err = float(np.linalg.norm(landed[i]["pos"][:2] - step.position[:2]))
+                err = float(np.linalg.norm(landed[i]["pos"][:2] - target))
                 step_err_max = max(step_err_max, err)
                 row["landed"] = [round(float(x), 4) for x in landed[i]["pos"][:2]]
                 row["landed_yaw"] = round(landed[i]["yaw"], 4)

@@ -26,7 +26,14 @@ from typing import Literal
 from whole_body_control.errors import ConfigError
 from whole_body_control.yaml_config import closest_key, from_dict, read_yaml
 
-__all__ = ["PreviewConfig", "MpcConfig", "WalkerConfig", "load_walker_config", "default_config_path"]
+__all__ = [
+    "PreviewConfig",
+    "MpcConfig",
+    "StepAdjustmentConfig",
+    "WalkerConfig",
+    "load_walker_config",
+    "default_config_path",
+]
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,23 @@ class MpcConfig:
 
 
 @dataclass(frozen=True)
+class StepAdjustmentConfig:
+    """DCM-based step adjustment (capture-point rule, see :mod:`zmp_walker.step_adjust`).
+
+    In single support, with a measured state, the landing position of the
+    swing foot moves by the DCM error the stance foot's ZMP cannot absorb
+    before touchdown, ``e^{omega T_r} e - (e^{omega T_r} - 1) u`` [m], when it
+    exceeds ``deadband``; the move stays within the step limits and
+    ``max_adjustment`` of the planned landing position.
+    """
+
+    enabled: bool = True
+    max_adjustment: float = field(default=0.15, metadata={"ge": 0.0})  # max landing move from the plan [m]
+    deadband: float = field(default=0.01, metadata={"ge": 0.0})  # smallest move applied [m]
+    min_time_to_touchdown: float = field(default=0.1, metadata={"gt": 0.0})  # no move later in the swing [s]
+
+
+@dataclass(frozen=True)
 class WalkerConfig:
     """Walking pattern generator parameters (SI units).
 
@@ -93,6 +117,7 @@ class WalkerConfig:
     clamp_zmp: bool = True  # clamp the corrected ZMP to the support polygon
     preview: PreviewConfig = field(default_factory=PreviewConfig)
     mpc: MpcConfig = field(default_factory=MpcConfig)
+    step_adjustment: StepAdjustmentConfig = field(default_factory=StepAdjustmentConfig)
 
     def validate(self) -> None:
         """Cross-field checks, run by the loader and by :meth:`replace`."""

@@ -22,6 +22,13 @@ controller should track ``com_acc`` as given when it passes a measurement.
 Without a measurement ``zmp_cmd = zmp_ref`` and ``com_acc`` is the planned
 acceleration.
 
+Step adjustment (``config.step_adjustment``, needs a measurement): when the
+DCM error is more than the stance foot's ZMP can absorb before touchdown, the
+landing of the swinging foot and every later step move by the capture-point
+rule (:mod:`zmp_walker.step_adjust`); the swing is re-planned C2 from its
+current state, the ZMP reference uses the moved footholds and the planned
+DCM moves by the part they explain (a jump of the planned CoM velocity only).
+
 Standing: the reference CoM is above the midpoint of the sole centres at
 ``com_height`` and the planner is idle, so the reference is exactly constant.
 Commands (``set_velocity``, ``set_goal``, ``walk_steps``, ``stop``) take
@@ -45,6 +52,7 @@ from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side
 from zmp_walker.geometry import FootPose, SoleRect
 from zmp_walker.preview import PreviewPlanner
 from zmp_walker.schedule import Schedule
+from zmp_walker.step_adjust import ReplannedSwing, capture_offset, clamp_landing
 from zmp_walker.swing import SwingTrajectory
 from zmp_walker.zmp_reference import ZmpReference, sole_center
 
@@ -180,11 +188,13 @@ class PatternGenerator:
         self._velocity: tuple[float, float, float] | None = None
         self._steps_before = 0  # steps completed in previous walks
         self._t = -math.inf
-        self._swing: dict[int, SwingTrajectory] = {}
+        self._swing: dict[int, SwingTrajectory | ReplannedSwing] = {}
         self._stance_refs: dict[tuple, FootRef] = {}
         self._touchdowns: list[float] = []
         self._nominal: list[np.ndarray] = []
         self._upcoming_cache: tuple = (-1, ())
+        self._measured: MeasuredState | None = None
+        self._planned_landing: dict[int, FootPose] = {}  # step index -> landing before adjustment
 
     # -- commands -------------------------------------------------------------
 
@@ -289,14 +299,26 @@ class PatternGenerator:
         self._idle = False
 
     def _set_schedule(self, schedule: Schedule, nominal: list | None = None) -> None:
-        """Install ``schedule``; ``nominal`` are the planned step positions (xy) when it comes from planning."""
+        """Install ``schedule``; ``nominal`` are the planned step positions (xy) when it comes from planning.
+
+        A swing trajectory is kept while its step keeps its timing and landing
+        (a re-planned swing must not jump back to the original one).
+        """
         if nominal is not None:
             self._nominal = nominal
             if hasattr(self.planner, "nominal_steps"):
                 self.planner.nominal_steps = nominal
         self._schedule = schedule
         self._reference = ZmpReference(schedule, self.soles, self.config.zmp_margin)
-        self._swing.clear()
+        steps = schedule.steps
+        self._swing = {
+            k: sw
+            for k, sw in self._swing.items()
+            if k < len(steps)
+            and steps[k].t_end == sw.t_end
+            and np.allclose(steps[k].position[:2], sw(sw.t_end).pos[:2], atol=1e-9)
+        }
+        self._planned_landing = {k: p for k, p in self._planned_landing.items() if k in self._swing}
         self._stance_refs.clear()
         self._touchdowns = [st.t_end for st in schedule.steps]
         self._upcoming_cache = (-1, ())
@@ -327,6 +349,8 @@ class PatternGenerator:
             self._jerk = np.zeros(2)
             return
         self._extend(self._t_plan)
+        if self._measured is not None and self.config.step_adjustment.enabled:
+            self._adjust_step(self._t_plan, self._measured)
         if hasattr(self.planner, "velocity_ref"):
             self.planner.velocity_ref = self._world_velocity()
         self._jerk = self.planner.update(self._t_plan, self._x, self._reference)
@@ -353,6 +377,68 @@ class PatternGenerator:
                 steps[k] = steps[k].moved(FootPose(np.array([xy[0], xy[1], p.position[2]]), p.yaw))
         self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], steps, s.final))
 
+    def _adjust_step(self, t: float, measured: MeasuredState) -> None:
+        """Capture-point step adjustment at the planner grid time ``t`` [s] (see :mod:`zmp_walker.step_adjust`).
+
+        Moves the landing of the step in swing, and every later step with it,
+        by the DCM error the stance foot cannot absorb; re-plans the swing from
+        its current state and moves the planned DCM by the part the new
+        footholds explain (CoM velocity jump, CoM position and ZMP unchanged).
+        """
+        cfg = self.config.step_adjustment
+        sched = self._schedule
+        index = sched.phase_index(t)
+        phase = sched.phases[index]
+        if not phase.is_single_support:
+            return
+        k = phase.step
+        step = sched.steps[k]
+        t_rem = step.t_end - t
+        if t_rem < cfg.min_time_to_touchdown or t < step.t_start:
+            return
+        w = self.omega
+        xi_ref = self._x[0] + self._x[1] / w
+        xi_m = np.asarray(measured.com[:2], dtype=float) + np.asarray(measured.com_vel[:2], dtype=float) / w
+        error = xi_m - xi_ref
+        p_ref = np.array(self._reference.at(t))
+        polygon = self._reference.polygon_of_phase(index)
+        n = float(np.linalg.norm(error))
+        if n < 1e-9:
+            return
+        capacity = polygon.clamp(p_ref + error / n) - p_ref  # ZMP offset to the sole edge, towards the error
+        move = capture_offset(error, capacity, w, t_rem)
+        if float(np.linalg.norm(move)) < cfg.deadband:
+            return
+        stance_side = phase.support[0]
+        planned = self._planned_landing.setdefault(k, step.pose)
+        pose = clamp_landing(
+            self.footsteps,
+            step.side,
+            phase.feet[stance_side],
+            planned,
+            step.position[:2] + move,
+            cfg.max_adjustment,
+        )
+        if pose is None:
+            return
+        shift = pose.position[:2] - step.position[:2]
+        if float(np.linalg.norm(shift)) < 1e-4:
+            return
+        # the swing foot: re-planned from its current state (C2) to the new landing
+        swing = self._swing.get(k)
+        if swing is None:
+            swing = SwingTrajectory(phase.feet[step.side], step.pose, step.t_start, step.t_end, self.config.step_height)
+        self._swing = {k: ReplannedSwing(swing, t, pose.position[:2])}
+        self._planned_landing[k] = planned
+        # this and every later step move together; the plan follows the new footholds
+        steps = list(sched.steps)
+        for j in range(k, len(steps)):
+            p = steps[j].pose
+            steps[j] = steps[j].moved(FootPose(np.array([*(p.position[:2] + shift), p.position[2]]), p.yaw))
+        nominal = [n + shift if j >= k else n for j, n in enumerate(self._nominal)]
+        self._set_schedule(Schedule(self.config, sched.t0, sched.feet_before[0], steps, sched.final), nominal)
+        self._x[1] += w * math.exp(-w * t_rem) * shift
+
     # -- the tick -------------------------------------------------------------
 
     def cycle(self, t: float, measured: MeasuredState | None = None) -> WalkerReference:
@@ -367,6 +453,7 @@ class PatternGenerator:
         elif t < self._t - 1e-9:
             raise PlanningError(f"time went backwards: {t} < {self._t}")
         self._t = float(t)
+        self._measured = measured
         if self._pending is not None:
             self._advance(t)
             self._apply(self._t_plan)

@@ -1,0 +1,135 @@
+"""DCM-based step adjustment: a pushed LIPM stays capturable, the swing stays C2, limits hold."""
+
+import math
+
+import numpy as np
+import pytest
+
+from zmp_walker.config import StepAdjustmentConfig, WalkerConfig
+from zmp_walker.footsteps import FootstepPlanner, side_sign
+from zmp_walker.generator import MeasuredState, PatternGenerator
+from zmp_walker.geometry import FootPose, SoleRect, polygons_overlap, sole_corners
+from zmp_walker.step_adjust import ReplannedSwing, capture_offset, clamp_landing, quintic_to_rest
+from zmp_walker.swing import SwingTrajectory
+
+SOLE = SoleRect(-0.10, 0.10, -0.065, 0.065)
+
+
+def _generator(enabled: bool) -> PatternGenerator:
+    cfg = WalkerConfig().replace(step_adjustment=StepAdjustmentConfig(enabled=enabled))
+    gen = PatternGenerator(cfg, FootPose([0, 0.085, 0]), FootPose([0, -0.085, 0]), np.array([0, 0, 0.87]), SOLE, SOLE)
+    gen.walk_steps(8, 0.2)
+    return gen
+
+
+def _pushed_lipm(enabled: bool, dv: float, t_end: float = 9.0):
+    """LIPM whose ZMP is the generator's ``zmp_cmd`` (clamped to the support), pushed laterally
+    by ``dv`` [m/s] 0.1 s after the third lift-off, towards the swing foot.
+
+    Returns the generator, the DCM errors and the references, one per tick.
+    """
+    gen = _generator(enabled)
+    dt = gen.config.dt
+    gen.cycle(0.0)
+    lift = gen.schedule.steps[2]
+    push_t, sign = lift.t_start + 0.1, side_sign(lift.side)
+    c = np.array([0.0, 0.0, 0.87])
+    cd = np.zeros(3)
+    errors, refs = [], []
+    pushed = False
+    for i in range(int(t_end / dt)):
+        t = i * dt
+        if not pushed and t >= push_t:
+            cd[1] += sign * dv
+            pushed = True
+        ref = gen.cycle(t, MeasuredState(c.copy(), cd.copy()))
+        xi = c[:2] + cd[:2] / ref.omega
+        errors.append(float(np.linalg.norm(xi - ref.dcm_ref[:2])))
+        refs.append(ref)
+        acc = ref.com_acc  # omega^2 (c - zmp_cmd): the LIPM with the commanded (clamped) ZMP
+        c[:2] += cd[:2] * dt + 0.5 * acc[:2] * dt * dt
+        cd[:2] += acc[:2] * dt
+    return gen, np.array(errors), refs
+
+
+def test_capture_offset_matches_lipm():
+    """The landing move is the DCM error at touchdown of a LIPM whose ZMP holds ``p_ref + u``."""
+    w, T = 3.36, 0.4
+    e, u = np.array([0.01, 0.05]), np.array([0.0, 0.03])
+    xi, xi_ref, dt = e.copy(), np.zeros(2), 1e-4
+    for _ in range(int(round(T / dt))):  # xi_dot = w (xi - p), with p_ref = 0
+        xi = xi + dt * w * (xi - u)
+        xi_ref = xi_ref + dt * w * xi_ref
+    assert capture_offset(e, u, w, T) == pytest.approx(xi - xi_ref, rel=1e-3)
+
+
+def test_pushed_lipm_stays_capturable_only_with_step_adjustment():
+    gen_fixed, err_fixed, _ = _pushed_lipm(False, 0.25)
+    gen, err, refs = _pushed_lipm(True, 0.25)
+    # fixed footsteps: the ZMP saturates at the sole edge and the DCM error diverges
+    assert err_fixed[-1] > 1.0
+    # adjusted footsteps: the error stays bounded and decays back once the walk ends
+    assert err.max() < 0.2
+    assert err[-1] < 0.01
+    assert gen.steps_completed == 8
+    # the pushed step moved sideways (towards the push), and the later ones with it
+    nominal = _generator(False)
+    nominal.cycle(0.0)
+    planned = nominal.schedule.steps
+    moved = [s.position[1] - p.position[1] for s, p in zip(gen.schedule.steps, planned)]
+    sign = side_sign(planned[2].side)
+    assert sign * moved[2] > 0.03
+    assert moved[2:] == pytest.approx([moved[2]] * 6, abs=1e-9)
+    assert moved[:2] == pytest.approx([0.0, 0.0], abs=1e-12)
+    # the commanded ZMP always stays in the support polygon and the CoM reference is continuous
+    com = np.array([r.com_pos for r in refs])
+    assert np.abs(np.diff(com, axis=0)).max() < 1e-3
+
+
+def test_swing_is_c2_through_adjustments():
+    _, _, refs = _pushed_lipm(True, 0.25)
+    dt = refs[1].time - refs[0].time
+    for side in ("left", "right"):
+        pos = np.array([r.feet[side].pos for r in refs])
+        vel = np.array([r.feet[side].lin_vel for r in refs])
+        acc = np.array([r.feet[side].lin_acc for r in refs])
+        # derivatives consistent with positions (no jump in position, velocity or acceleration)
+        assert np.abs((pos[2:] - pos[:-2]) / (2 * dt) - vel[1:-1]).max() < 1e-3
+        assert np.abs((vel[2:] - vel[:-2]) / (2 * dt) - acc[1:-1]).max() < 0.05
+        assert np.abs(np.diff(acc, axis=0)).max() < 0.2  # no acceleration jump: jerk < 200 m/s^3
+        # the foot lands at rest where the schedule says
+        for r0, r1 in zip(refs[:-1], refs[1:]):
+            if not r0.feet[side].in_contact and r1.feet[side].in_contact:
+                assert np.abs(r1.feet[side].lin_vel).max() < 1e-9
+
+
+def test_replanned_swing_starts_from_the_current_state():
+    base = SwingTrajectory(FootPose([0.0, -0.085, 0.0]), FootPose([0.2, -0.085, 0.0]), 1.0, 1.64, 0.05)
+    re = ReplannedSwing(base, 1.2, [0.22, -0.2])
+    again = ReplannedSwing(re, 1.4, [0.25, -0.25])
+    for old, new, ts in ((base, re, 1.2), (re, again, 1.4)):
+        a, b = old(ts), new(ts)
+        assert b.pos == pytest.approx(a.pos) and b.vel == pytest.approx(a.vel) and b.acc == pytest.approx(a.acc)
+        assert new(ts - 0.05).pos == pytest.approx(old(ts - 0.05).pos)
+    end = again(1.64)
+    assert end.pos == pytest.approx([0.25, -0.25, 0.0]) and np.abs(end.vel).max() < 1e-9
+    assert np.abs(end.acc).max() < 1e-9
+    c = quintic_to_rest([1.0], [2.0], [3.0], [4.0], 0.5)
+    assert c[:3, 0] == pytest.approx([1.0, 2.0, 1.5])
+
+
+@pytest.mark.parametrize("target", [(0.5, -0.6), (0.1, 0.1), (-0.4, -0.1), (0.05, -0.2)])
+def test_clamped_landing_respects_the_limits(target):
+    cfg = WalkerConfig()
+    planner = FootstepPlanner(cfg, SOLE, SOLE, 0.17)
+    stance = FootPose([0.0, 0.085, 0.0], 0.2)
+    planned = stance.compose(0.2, -0.17, 0.0)
+    pose = clamp_landing(planner, "right", stance, planned, np.array(target), 0.15)
+    assert pose is not None
+    assert np.linalg.norm(pose.position[:2] - planned.position[:2]) <= 0.15 + 1e-9
+    local = stance.to_local(pose.position[:2])
+    assert abs(local[0]) <= cfg.max_step_length + 1e-9
+    assert cfg.min_step_width - 1e-9 <= -local[1] <= cfg.max_step_width + 1e-9
+    assert pose.yaw == pytest.approx(planned.yaw)
+    assert not polygons_overlap(sole_corners(pose, SOLE), sole_corners(stance, SOLE), cfg.foot_clearance)
+    assert math.isfinite(pose.position[2])

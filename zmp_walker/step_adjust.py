@@ -1,0 +1,152 @@
+"""DCM-based step adjustment: move the swing foot's landing by the capture-point rule.
+
+LIPM: ``xi_dot = omega (xi - p)`` with the DCM ``xi`` [m] and the ZMP ``p``.
+With the measured DCM ``xi_m = xi_ref + e`` and the ZMP held at ``p_ref + u``
+(``u`` the largest offset towards the error the stance sole allows) for the
+remaining swing time ``T_r`` [s], the DCM error at touchdown is::
+
+    e_T = e^{omega T_r} e - (e^{omega T_r} - 1) u
+
+Landing the swing foot (and every later step) ``e_T`` further keeps the DCM
+at its planned offset from the next foothold, so the walk stays capturable;
+(components of ``e_T`` opposite to ``e`` mean the ZMP alone recovers: no
+move).  This is the classic capture-point step adjustment (Pratt 2006, Englsberger
+2015, Khadiv 2016 without the timing).  The landing stays within the step
+limits (length, width, no collision with the stance sole, yaw kept) and
+``max_adjustment`` of the planned landing.
+
+The plan then follows the moved footholds: the ZMP reference uses them and
+the planned DCM moves by the part the moved footholds explain,
+``e^{-omega T_r} * shift`` (a jump of the planned CoM velocity only), so
+the DCM feedback is left with the error the stance foot can absorb.
+
+The swing foot is re-planned from its current state (position, velocity and
+acceleration, so C2) to the new landing with a quintic that reaches it at
+rest at the touchdown time; height and yaw keep their original profile.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from zmp_walker.footsteps import FootstepPlanner, Side, side_sign
+from zmp_walker.geometry import FootPose
+from zmp_walker.swing import SwingState, SwingTrajectory
+
+__all__ = ["capture_offset", "clamp_landing", "quintic_to_rest", "ReplannedSwing"]
+
+
+def capture_offset(error, zmp_capacity, w: float, t_remaining: float) -> np.ndarray:
+    """Landing move (2,) [m]: the DCM error at touchdown the stance foot cannot absorb.
+
+    ``e_T = e^{w T} e - (e^{w T} - 1) u`` with ``u`` the largest ZMP offset
+    towards the error; per axis, a component of ``e_T`` of the sign opposite
+    to ``e`` means the ZMP alone recovers (the DCM feedback then lowers its
+    offset as the error shrinks): that component is 0.
+
+    Args:
+        error: DCM error ``xi_meas - xi_ref`` (2,) [m].
+        zmp_capacity: ZMP offset ``u`` (2,) [m] from the reference to the
+            sole edge in the direction of the error.
+        w: LIPM ``omega`` [1/s].
+        t_remaining: time to touchdown [s].
+    """
+    e = np.asarray(error[:2], dtype=float)
+    g = math.exp(w * max(t_remaining, 0.0))
+    e_T = g * e - (g - 1.0) * np.asarray(zmp_capacity[:2], dtype=float)
+    return np.where(e_T * e > 0.0, e_T, 0.0)
+
+
+def clamp_landing(
+    planner: FootstepPlanner,
+    side: Side,
+    stance: FootPose,
+    planned: FootPose,
+    target_xy,
+    max_adjustment: float,
+) -> FootPose | None:
+    """Landing pose of ``side`` nearest ``target_xy`` (2,) [m] that respects the limits.
+
+    Limits: at most ``max_adjustment`` [m] from ``planned``; ``|dx| <=
+    max_step_length`` and ``min_step_width <= width <= max_step_width`` in the
+    ``stance`` frame; no collision with the stance sole (the width grows until
+    there is none).  The yaw of ``planned`` is kept.  None if no collision-free
+    landing exists with that yaw.
+    """
+    c = planner.config
+    p0 = np.asarray(planned.position[:2], dtype=float)
+    d = np.asarray(target_xy, dtype=float) - p0
+    n = float(np.linalg.norm(d))
+    if n > max_adjustment:
+        d *= max_adjustment / n
+    local = stance.to_local(p0 + d)
+    s = side_sign(side)
+    dx = float(np.clip(local[0], -c.max_step_length, c.max_step_length))
+    width = float(np.clip(s * local[1], c.min_step_width, c.max_step_width))
+    dyaw = planned.yaw - stance.yaw
+    for w in np.append(np.arange(width, c.max_step_width, 0.005), c.max_step_width):
+        xy = stance.to_world(np.array([dx, s * w]))
+        pose = FootPose(np.array([xy[0], xy[1], planned.position[2]]), stance.yaw + dyaw)
+        if not planner.collide(side, pose, stance):
+            return pose
+    return None
+
+
+def quintic_to_rest(p0, v0, a0, p1, D: float) -> np.ndarray:
+    """Coefficients (6, n) of ``sum c_i tau^i`` from ``(p0, v0, a0)`` at 0 to ``(p1, 0, 0)`` at ``D`` [s]."""
+    p0, v0, a0, p1 = (np.asarray(x, dtype=float) for x in (p0, v0, a0, p1))
+    h = p1 - p0
+    return np.array(
+        [
+            p0,
+            v0,
+            0.5 * a0,
+            (20.0 * h - 12.0 * v0 * D - 3.0 * a0 * D * D) / (2.0 * D**3),
+            (-30.0 * h + 16.0 * v0 * D + 3.0 * a0 * D * D) / (2.0 * D**4),
+            (12.0 * h - 6.0 * v0 * D - a0 * D * D) / (2.0 * D**5),
+        ]
+    )
+
+
+class ReplannedSwing:
+    """Swing whose horizontal motion is re-planned at ``t_splice`` [s] towards ``target_xy`` (2,) [m].
+
+    Args:
+        previous: the swing followed so far (:class:`SwingTrajectory` or
+            :class:`ReplannedSwing`); its state at ``t_splice`` is the start.
+        t_splice: re-planning time, before the touchdown [s].
+        target_xy: new landing position (2,) [m], reached at rest at the
+            original touchdown time.
+    """
+
+    def __init__(self, previous, t_splice: float, target_xy):
+        self.base: SwingTrajectory = previous.base if isinstance(previous, ReplannedSwing) else previous
+        self.t_start, self.t_end = self.base.t_start, self.base.t_end
+        if not self.t_start <= t_splice < self.t_end:
+            raise ValueError(f"re-planning time {t_splice} outside the swing [{self.t_start}, {self.t_end})")
+        self.previous = previous
+        s = previous(t_splice)
+        self.t_splice = float(t_splice)
+        self.target = np.asarray(target_xy, dtype=float)[:2].copy()
+        self._c = quintic_to_rest(s.pos[:2], s.vel[:2], s.acc[:2], self.target, self.t_end - self.t_splice)
+
+    def __call__(self, t: float) -> SwingState:
+        """Sample at time ``t`` [s]; the previous swing before the splice."""
+        if t < self.t_splice:
+            return self.previous(t)
+        s = self.base(t)
+        tau = min(max(t - self.t_splice, 0.0), self.t_end - self.t_splice)
+        c = self._c
+        pos = c[0] + tau * (c[1] + tau * (c[2] + tau * (c[3] + tau * (c[4] + tau * c[5]))))
+        vel = c[1] + tau * (2.0 * c[2] + tau * (3.0 * c[3] + tau * (4.0 * c[4] + tau * 5.0 * c[5])))
+        acc = 2.0 * c[2] + tau * (6.0 * c[3] + tau * (12.0 * c[4] + tau * 20.0 * c[5]))
+        return SwingState(
+            np.array([pos[0], pos[1], s.pos[2]]),
+            np.array([vel[0], vel[1], s.vel[2]]),
+            np.array([acc[0], acc[1], s.acc[2]]),
+            s.yaw,
+            s.yaw_rate,
+            s.yaw_acc,
+        )
