@@ -500,17 +500,18 @@ class WholeBodyController:
         a = x[:nv]
         fs = [x[nv : nv + 6] * self._fscale, x[nv + 6 : nv + 12] * self._fscale]
         Js = [st.jacobian(self.contacts[s].frame_id, _LOCAL) for s in SIDES]
-        tau = st.M[6:] @ a + st.h[6:] - Js[0][:, 6:].T @ fs[0] - Js[1][:, 6:].T @ fs[1]
-        if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(x))):
-            return None
+        # M a + h - J^T f: its actuated rows are the torques, its base rows the residual.
         full = st.M @ a + st.h - Js[0].T @ fs[0] - Js[1].T @ fs[1]
-        full[6:] -= tau
+        tau = full[6:].copy()
+        if not np.isfinite(tau).all():  # NaN anywhere in x reaches tau through M or J^T
+            return None
+        full[6:] = 0.0
         if float(np.linalg.norm(full)) > self.config.safety.dynamics_tolerance * max(1.0, self.robot.mass):
             return None  # numerically broken solution
         # An approximate level may overshoot a limit by its tolerance: the clip is reported
         # through the dynamics residual (zero whenever no clipping happened).
         clipped = np.clip(tau, -self.robot.tau_max, self.robot.tau_max)
-        overshoot = float(np.max(np.abs(tau - clipped)))
+        overshoot = float(np.max(np.abs(tau - clipped))) if (np.abs(tau) > self.robot.tau_max).any() else 0.0
         if overshoot > 1e-2:  # [N m] more than a solver tolerance: the limits were not met
             return None
         if overshoot > 0.0:

@@ -310,7 +310,8 @@ class HierarchicalQP:
             c_try = C @ x_try
             lo = lower if k == 0 else np.minimum(lower, Cx - self.feasibility_margin)
             hi = upper if k == 0 else np.maximum(upper, Cx + self.feasibility_margin)
-            if np.all(c_try >= lo - 1e-9) and np.all(c_try <= hi + 1e-9) and np.all(np.isfinite(x_try)):
+            # (a NaN fails both comparisons, so a non-finite x_try takes the QP path)
+            if (c_try >= lo - 1e-9).all() and (c_try <= hi + 1e-9).all():
                 x, Cx = x_try, c_try
             else:
                 z, used_approx, its = self._solve_qp(k, AZ, w, r, P, Z, C, Cx, lo, hi, x, previous, last)
