@@ -12,7 +12,8 @@ nominal model (masses, friction 0.7, flat ground, no delay).
 A fall is :class:`~whole_body_control.runner.FallDetector`'s: base below the
 robot's ``fall_height``, a non-foot body on the ground, or the capture point
 more than 5 cm outside the support polygon for 0.2 s.  A walking scenario
-passes when the robot does not fall, lands every step and never ends in damping.
+passes when the robot does not fall, lands every step within ``FOOTSTEP_TOLERANCE``
+of its plan and never ends in damping.
 
 Slopes are simulated by tilting gravity by the slope angle about the walking
 direction's normal (the simulated floor is the slope plane, the robot walks
@@ -42,6 +43,7 @@ FRICTION_ASSUMED = 0.7  # [-] the controller's friction coefficient in the frict
 WALK_SPEED = 0.25  # [m/s]
 SHORT_WALK = 8  # [steps] of the variant scenarios
 LONG_WALK = 30  # [steps]
+FOOTSTEP_TOLERANCE = 0.05  # [m] a landed sole this far from its planned footstep fails a walk
 
 
 @dataclass(frozen=True)
@@ -164,15 +166,22 @@ def hoist(robot, at: float, height: float = 0.3, rise_time: float = 0.5):
 
 
 def _walk_figures(summary: dict, steps: int) -> dict:
-    passed = not summary["fell"] and summary["steps_completed"] == steps and summary["statuses"].get("damping", 0) == 0
+    passed = (
+        not summary["fell"]
+        and summary["steps_completed"] == steps
+        and summary["footstep_error_max_m"] <= FOOTSTEP_TOLERANCE
+        and summary["statuses"].get("damping", 0) == 0
+    )
     return {
         "passed": bool(passed),
-        "figure": f"{summary['steps_completed']}/{steps} steps, {summary['distance_m']:.2f} m"
+        "figure": f"{summary['steps_completed']}/{steps} steps, {summary['distance_m']:.2f}"
+        f"/{summary['planned_distance_m']:.2f} m, footstep error {summary['footstep_error_max_m'] * 100:.1f} cm"
         + (f", fell at {summary['fall_time_s']:.2f} s: {summary['fall_reason']}" if summary["fell"] else ""),
         "fell": summary["fell"],
         "fall_reason": summary["fall_reason"],
         "steps_completed": summary["steps_completed"],
         "distance_m": summary["distance_m"],
+        "planned_distance_m": summary["planned_distance_m"],
         "com_tracking_error_max_m": summary["com_tracking_error_max_m"],
         "footstep_error_max_m": summary["footstep_error_max_m"],
         "qp_failures": summary["qp_failures"],
