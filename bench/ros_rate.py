@@ -63,6 +63,9 @@ def main() -> None:
             )
         else:
             row.update({k: out.get(k) for k in ("control_rate_hz", "deadline_misses", "fell", "distance_m")})
+            for k, digits in (("control_rate_hz", 1), ("distance_m", 3)):
+                if isinstance(row[k], float):
+                    row[k] = round(row[k], digits)
         results.append(row)
     _common.print_table(
         results, ["robot", "duration_s", "control_rate_hz", "deadline_misses", "fell", "distance_m", "error"]
