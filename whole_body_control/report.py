@@ -147,8 +147,13 @@ class Recorder:
             self._top_view(ax, data, summary.get("footsteps") or [])
             save(fig, "top_view")
             fig, axes = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
-            axes[0].plot(t, np.linalg.norm(data["com"] - data["com_ref"], axis=1) * 1e3, "b", lw=0.8)
-            axes[0].set_ylabel("|CoM - CoM ref| [mm]")
+            axes[0].plot(t, np.linalg.norm(data["com"] - data["com_ref"], axis=1) * 1e3, "b", lw=0.8, label="CoM task")
+            if "com_plan" in data and len(data["com_plan"]) == len(t):
+                # the walker's plan (in 'dcm' mode the task's horizontal reference is the measured CoM)
+                err = np.linalg.norm(data["com"] - data["com_plan"], axis=1) * 1e3
+                axes[0].plot(t, err, "k", lw=0.8, label="walker's planned CoM")
+            axes[0].set_ylabel("|CoM - reference| [mm]")
+            axes[0].legend(loc="best", fontsize=8)
             for side, color in (("left", "g"), ("right", "m")):
                 actual = data.get(f"{side}_foot", data.get(f"{side}_sole"))
                 if actual is None:
@@ -242,7 +247,9 @@ class Recorder:
                     label=f"footsteps ({kind})" if first else None,
                 )
                 first = False
-        ax.plot(data["com_ref"][:, 0], data["com_ref"][:, 1], "k--", lw=1, label="CoM reference")
+        planned = "com_plan" in data and len(data["com_plan"]) == len(data["com"])
+        ref = data["com_plan"] if planned else data["com_ref"]
+        ax.plot(ref[:, 0], ref[:, 1], "k--", lw=1, label="CoM plan (walker)" if planned else "CoM reference")
         ax.plot(data["com"][:, 0], data["com"][:, 1], "b", lw=1, label="CoM")
         if "zmp" in data:
             z = data["zmp"]
