@@ -399,9 +399,7 @@ def determinism(robot, out_dir) -> dict:
     (apart from wall-clock timings).
 
     Two runs in one process may drift apart (G1: from about 2 s on, first difference
-    ~1e-14): results then depend on the heap layout left by the first run, most
-    likely through alignment-dependent SIMD reductions, which the QP's
-    iteration-limited solves amplify.  A fresh process starts from the same layout.
+    ~1e-14), and on G1 even fresh processes sometimes differ (see docs/report.md).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
