@@ -53,6 +53,16 @@ def _sim_config(args):
     return SimConfig(timestep=args.timestep)
 
 
+def _closed_loop_options(args) -> dict:
+    """The options `wbc stand` and `wbc walk` share: push, simulation, report directory."""
+    return {
+        "push_dv": tuple(args.push_dv) if args.push_dv else None,
+        "push_at": args.push_at,
+        "sim_config": _sim_config(args),
+        "out_dir": Path(args.out) if args.out else None,
+    }
+
+
 def cmd_stand(args) -> int:
     from whole_body_control.progress import Progress
     from whole_body_control.robot import load_robot
@@ -63,10 +73,7 @@ def cmd_stand(args) -> int:
     summary = run_stand(
         robot,
         args.duration,
-        push_dv=tuple(args.push_dv) if args.push_dv else None,
-        push_at=args.push_at,
-        sim_config=_sim_config(args),
-        out_dir=Path(args.out) if args.out else None,
+        **_closed_loop_options(args),
         on_tick=progress,
     )
     progress.close()
@@ -89,11 +96,8 @@ def cmd_walk(args) -> int:
         vy=args.vy,
         yaw_rate=args.yaw_rate,
         steps=args.steps,
-        push_dv=tuple(args.push_dv) if args.push_dv else None,
-        push_at=args.push_at,
         friction=args.friction,
-        sim_config=_sim_config(args),
-        out_dir=Path(args.out) if args.out else None,
+        **_closed_loop_options(args),
         on_tick=progress,
     )
     progress.close()

@@ -225,6 +225,16 @@ def _se3_to_pos_quat(placement: pin.SE3) -> tuple[np.ndarray, np.ndarray]:
     return np.array(placement.translation), np.array([xyzw[3], xyzw[0], xyzw[1], xyzw[2]])
 
 
+def _contact_params(config: SimConfig) -> dict:
+    """Contact parameters shared by the foot boxes and the floor (MuJoCo combines the two)."""
+    return {
+        "condim": 3,
+        "friction": [config.friction, 0.005, 0.0001],
+        "solref": list(config.solref),
+        "solimp": [*config.solimp, 0.5, 2.0],
+    }
+
+
 def build_spec(robot: RobotModel, config: SimConfig) -> mujoco.MjSpec:
     """The edited ``MjSpec`` of ``robot`` (see the module docstring)."""
     try:
@@ -285,10 +295,7 @@ def build_spec(robot: RobotModel, config: SimConfig) -> mujoco.MjSpec:
             pos=[*center, 0.5 * config.foot_box_height],  # bottom face in the sole plane
             contype=_FOOT_BITS[0],
             conaffinity=_FOOT_BITS[1],
-            condim=3,
-            friction=[config.friction, 0.005, 0.0001],
-            solref=list(config.solref),
-            solimp=[*config.solimp, 0.5, 2.0],
+            **_contact_params(config),
             rgba=[0.2, 0.6, 0.9, 0.5],
         )
         sole.add_site(name=foot.frame, size=[0.01, 0.01, 0.01])
@@ -342,10 +349,7 @@ def build_spec(robot: RobotModel, config: SimConfig) -> mujoco.MjSpec:
         size=[0, 0, 0.05],
         contype=_FLOOR_BITS[0],
         conaffinity=_FLOOR_BITS[1],
-        condim=3,
-        friction=[config.friction, 0.005, 0.0001],
-        solref=list(config.solref),
-        solimp=[*config.solimp, 0.5, 2.0],
+        **_contact_params(config),
         material="floor",
     )
     spec.worldbody.add_light(name="sun", pos=[0, 0, 5], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
