@@ -4,7 +4,8 @@ tick together (lockstep), and a summary of what happened comes back.
 Fall criteria (any of them):
     * the base frame below the robot's ``fall_height``;
     * a body other than the feet touching the ground;
-    * the capture point more than 5 cm outside the support polygon for 0.2 s.
+    * the capture point more than 5 cm outside the support polygon for 0.2 s
+      (the capture point of the simulated gravity, which a slope scenario tilts).
 """
 
 from __future__ import annotations
@@ -45,8 +46,11 @@ class FallDetector:
         if body is not None:
             return self._fall(t, f"body '{body}' touches the ground")
         if len(polygon) >= 3:
-            omega = math.sqrt(GRAVITY / max(com[2] - float(polygon_z(sim)), 0.1))
-            cp = com[:2] + vcom[:2] / omega
+            # LIPM along the simulated gravity (a tilted one on a simulated slope): the
+            # capture point is where the ZMP must be to stop, c + v / omega + g_xy / omega^2
+            g = np.asarray(sim.model.opt.gravity, dtype=float)
+            omega2 = abs(g[2]) / max(com[2] - float(polygon_z(sim)), 0.1)
+            cp = com[:2] + vcom[:2] / math.sqrt(omega2) + g[:2] / omega2
             if geometry.signed_distance(polygon, cp) > self.cp_margin:
                 if self._cp_out_since is None:
                     self._cp_out_since = t

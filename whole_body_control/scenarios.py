@@ -94,6 +94,21 @@ def tilt_gravity(slope_deg: float):
     return hook
 
 
+def tilting_gravity(slope_deg: float, ramp: float = 2.0):
+    """``actuate_hook``: gravity tilts from vertical to a slope of ``slope_deg`` [deg] along +x
+    over the first ``ramp`` [s] (the floor tilts under the standing robot; a robot set down
+    upright on the slope would start out of balance), then stays tilted."""
+    state: dict = {}
+
+    def actuate(t, tau, sim):
+        g = state.setdefault("g", float(np.linalg.norm(sim.model.opt.gravity)))
+        a = math.radians(slope_deg) * min(1.0, max(0.0, t / ramp))
+        sim.model.opt.gravity[:] = [-g * math.sin(a), 0.0, -g * math.cos(a)]
+        return tau
+
+    return actuate
+
+
 @dataclass(frozen=True)
 class SensorNoise:
     """Gaussian noise on what the controller reads (standard deviations, SI)."""
@@ -273,8 +288,11 @@ def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
             return
         swinging = [s for s in ("left", "right") if not wref.feet[s].in_contact]
         if len(swinging) != 1:
+            state["double_support_seen"] = True  # the next single support starts with a lift-off
             state.pop("ss_start", None)
             return
+        if not state.get("double_support_seen"):
+            return  # a swing already under way at 2 s: wait for the next lift-off
         start = state.setdefault("ss_start", t)
         if t - start >= 0.1:
             sign = 1.0 if swinging[0] == "left" else -1.0  # towards the swing side
@@ -370,7 +388,7 @@ def latency(seconds: float | None):
 
 def slope(deg: float):
     def run(robot, out_dir) -> dict:
-        return {**_walk(robot, out_dir, sim_hook=tilt_gravity(deg)), "slope_deg": deg}
+        return {**_walk(robot, out_dir, actuate_hook=tilting_gravity(deg)), "slope_deg": deg}
 
     return run
 

@@ -30,6 +30,7 @@ __all__ = [
     "PreviewConfig",
     "MpcConfig",
     "StepAdjustmentConfig",
+    "DisturbanceObserverConfig",
     "WalkerConfig",
     "load_walker_config",
     "default_config_path",
@@ -86,6 +87,22 @@ class StepAdjustmentConfig:
 
 
 @dataclass(frozen=True)
+class DisturbanceObserverConfig:
+    """Observer of a constant disturbance on the DCM (see :class:`zmp_walker.dcm.DcmDisturbanceObserver`).
+
+    A slope the walker does not know about, a CoM offset of the model or a
+    steady external force all act as ``xi_dot = omega (xi - p) + d``; the
+    observer estimates ``d`` and the DCM and CoM references move by
+    ``-d / omega`` so that the ZMP stays where it was planned (the robot leans
+    into the force instead of pushing its ZMP to the sole's edge).
+    """
+
+    enabled: bool = True
+    bandwidth: float = field(default=1.5, metadata={"gt": 0.0})  # observer poles (double) [rad/s]
+    max_offset: float = field(default=0.15, metadata={"ge": 0.0})  # largest reference shift [m]
+
+
+@dataclass(frozen=True)
 class WalkerConfig:
     """Walking pattern generator parameters (SI units).
 
@@ -118,6 +135,7 @@ class WalkerConfig:
     preview: PreviewConfig = field(default_factory=PreviewConfig)
     mpc: MpcConfig = field(default_factory=MpcConfig)
     step_adjustment: StepAdjustmentConfig = field(default_factory=StepAdjustmentConfig)
+    disturbance_observer: DisturbanceObserverConfig = field(default_factory=DisturbanceObserverConfig)
 
     def validate(self) -> None:
         """Cross-field checks, run by the loader and by :meth:`replace`."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from zmp_walker.geometry import Polygon
 
-__all__ = ["omega", "dcm", "DcmFeedback"]
+__all__ = ["omega", "dcm", "DcmFeedback", "DcmDisturbanceObserver"]
 
 
 def omega(g: float, z_c: float) -> float:
@@ -69,3 +69,71 @@ class DcmFeedback:
         a = np.zeros(3)
         a[:2] = self.w * self.w * (np.asarray(c_meas[:2], dtype=float) - np.asarray(p_cmd[:2]))
         return a
+
+
+class DcmDisturbanceObserver:
+    """Estimate of a constant disturbance ``d`` [m/s] on the DCM dynamics.
+
+    Model: ``xi_dot = omega (xi - p) + d`` with ``p`` the ZMP commanded at the
+    previous update.  A horizontal force ``f`` on the CoM gives ``d = f / (m
+    omega)``; gravity tilted by a slope angle ``a`` that the walker does not
+    know gives ``d = -g sin(a) / omega``; a CoM model error ``delta`` acts as
+    ``d = -omega delta``.  Luenberger observer on the measured DCM::
+
+        xi_hat_dot = omega (xi - p) + d_hat + l1 (xi - xi_hat)
+        d_hat_dot  = l2 (xi - xi_hat)
+
+    The estimation error obeys ``s^2 + l1 s + l2``; ``l1 = 2 b``, ``l2 = b^2``
+    put both poles at ``-b`` (``bandwidth`` [rad/s]), slow against the DCM
+    feedback (``omega (k - 1)``) so that a push is mostly left to it.
+
+    :attr:`offset` ``= -d_hat / omega`` [m] is the shift of the DCM (and CoM)
+    reference under which ``p = p_ref`` holds again in steady state: with
+    ``p_cmd = p_ref + k (xi - xi_ref - offset)``, the error ``e = xi - xi_ref
+    - offset`` obeys ``e_dot = omega (1 - k) e + omega offset + d = omega (1 -
+    k) e``.  Its norm is limited to ``max_offset`` [m].
+    """
+
+    def __init__(self, w: float, bandwidth: float, max_offset: float):
+        if not bandwidth > 0.0:
+            raise ValueError(f"observer bandwidth must be > 0, got {bandwidth}")
+        self.w = float(w)
+        self.l1, self.l2 = 2.0 * float(bandwidth), float(bandwidth) ** 2
+        self.max_offset = float(max_offset)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the estimate (zero disturbance)."""
+        self.d = np.zeros(2)
+        self._xi_hat: np.ndarray | None = None
+        self._t: float | None = None
+
+    @property
+    def offset(self) -> np.ndarray:
+        """Reference shift (2,) [m], ``-d_hat / omega``."""
+        return -self.d / self.w
+
+    def update(self, t: float, xi_meas, p_applied) -> np.ndarray:
+        """Advance to time ``t`` [s] with the measured DCM and the ZMP applied since the last update (xy) [m].
+
+        Returns :attr:`offset`.  The first call (or a non-finite input, or a
+        time that does not advance) only (re)starts the estimate of ``xi``.
+        """
+        xi = np.asarray(xi_meas[:2], dtype=float)
+        p = np.asarray(p_applied[:2], dtype=float)
+        if not (np.all(np.isfinite(xi)) and np.all(np.isfinite(p))):
+            self._xi_hat, self._t = None, None
+            return self.offset
+        if self._xi_hat is None or self._t is None or not t > self._t:
+            self._xi_hat, self._t = xi.copy(), float(t)
+            return self.offset
+        h = float(t) - self._t
+        self._t = float(t)
+        e = xi - self._xi_hat
+        self._xi_hat += h * (self.w * (xi - p) + self.d + self.l1 * e)
+        self.d += h * self.l2 * e
+        limit = self.max_offset * self.w
+        n = float(np.linalg.norm(self.d))
+        if n > limit:
+            self.d *= limit / n
+        return self.offset

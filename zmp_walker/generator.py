@@ -46,7 +46,7 @@ import numpy as np
 
 from zmp_walker.cart_table import integrate
 from zmp_walker.config import WalkerConfig
-from zmp_walker.dcm import DcmFeedback, omega
+from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega
 from zmp_walker.errors import PlanningError
 from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side
 from zmp_walker.geometry import FootPose, SoleRect
@@ -103,14 +103,15 @@ class WalkerReference:
     Attributes:
         time: generator time [s].
         phase: contact phase name (see :class:`~zmp_walker.schedule.Phase`).
-        com_pos, com_vel (3,): planned CoM [m, m/s], z = com_height.
+        com_pos, com_vel (3,): planned CoM [m, m/s], z = com_height; the
+            position is shifted by :attr:`PatternGenerator.disturbance_offset`.
         com_acc (3,): CoM acceleration to track [m/s^2]; with a measurement it
             includes the DCM feedback, ``omega^2 (c_meas - zmp_cmd)``.
         feet: ``{"left": FootRef, "right": FootRef}``.
         zmp_ref (3,): planned ZMP [m] (z = ground height of the support).
         zmp_cmd (3,): ZMP after DCM feedback and clamping (= zmp_ref without
             a measurement) [m].
-        dcm_ref (3,): planned DCM ``c + cdot / omega`` [m].
+        dcm_ref (3,): planned DCM ``c + cdot / omega`` [m] (shifted as ``com_pos``).
         upcoming_footsteps: steps not yet landed, in order.
         omega: LIPM frequency [1/s].
     """
@@ -164,6 +165,9 @@ class PatternGenerator:
         separation = float(np.linalg.norm(right_foot.to_local(left_foot.position)[1:2]))
         self.footsteps = FootstepPlanner(config, left_sole, right_sole, separation)
         self.feedback = DcmFeedback(config.k_dcm, self.omega, config.clamp_zmp)
+        obs = config.disturbance_observer
+        self.observer = DcmDisturbanceObserver(self.omega, obs.bandwidth, obs.max_offset) if obs.enabled else None
+        self._zmp_applied: np.ndarray | None = None  # last commanded ZMP (xy), the observer's input
         if config.method == "preview":
             p = config.preview
             self.planner = PreviewPlanner(config.planner_period, z_c, config.gravity, p.qe, p.r, p.horizon)
@@ -397,7 +401,7 @@ class PatternGenerator:
         if t_rem < cfg.min_time_to_touchdown or t < step.t_start:
             return
         w = self.omega
-        xi_ref = self._x[0] + self._x[1] / w
+        xi_ref = self._x[0] + self._x[1] / w + self.disturbance_offset
         xi_m = np.asarray(measured.com[:2], dtype=float) + np.asarray(measured.com_vel[:2], dtype=float) / w
         error = xi_m - xi_ref
         p_ref = np.array(self._reference.at(t))
@@ -473,6 +477,13 @@ class PatternGenerator:
         index = sched.phase_index(t)
         phase = sched.phases[index]
         ground, w = self._ground, self.omega
+        if measured is not None and self.observer is not None:
+            c_m = np.asarray(measured.com, dtype=float)
+            xi_m = c_m[:2] + np.asarray(measured.com_vel[:2], dtype=float) / w
+            applied = self._zmp_applied if self._zmp_applied is not None else xi_m
+            self.observer.update(t, xi_m, applied)
+        off = self.disturbance_offset
+        cx, cy = cx + off[0], cy + off[1]
         com_pos = np.array([cx, cy, ground + self.com_height])
         com_vel = np.array([vx, vy, 0.0])
         com_acc = np.array([ax, ay, 0.0])
@@ -485,8 +496,10 @@ class PatternGenerator:
             p_cmd = self.feedback.zmp(zmp_ref, dcm_ref, xi_m, self._reference.polygon_of_phase(index))
             zmp_cmd = np.array([p_cmd[0], p_cmd[1], ground])
             com_acc = self.feedback.com_acc(c_m, p_cmd)
+            self._zmp_applied = p_cmd
         else:
             zmp_cmd = zmp_ref
+            self._zmp_applied = None
         feet = {"left": self._foot_ref("left", phase, index, t), "right": self._foot_ref("right", phase, index, t)}
         return WalkerReference(
             time=float(t),
@@ -532,6 +545,11 @@ class PatternGenerator:
             ref = FootRef(pose.position, _frozen(pose.rotation), _ZERO3, _ZERO3, _ZERO3, _ZERO3, True)
             self._stance_refs[key] = ref
         return ref
+
+    @property
+    def disturbance_offset(self) -> np.ndarray:
+        """Shift (2,) [m] of the DCM and CoM references from the disturbance observer (zero without one)."""
+        return self.observer.offset if self.observer is not None else np.zeros(2)
 
     def support_center(self) -> np.ndarray:
         """Midpoint of the current sole centres (xy) [m]."""
