@@ -86,3 +86,56 @@ def test_pushed_walk_recovers_with_dcm_feedback():
     assert outside.max() < 1e-9  # corrected ZMP inside the support polygon at every tick
     err_ol, _, _ = run_pushed_walk(feedback=False)
     assert err_ol.max() > 0.3  # without feedback the same push diverges
+
+
+def run_walk_with_constant_force(observer: bool, accel, seconds=9.0):
+    """LIPM walk under a constant horizontal acceleration ``accel`` (a slope or a steady
+    push the walker does not know about), ramped in over the first second."""
+    from zmp_walker.config import DisturbanceObserverConfig
+
+    cfg = WalkerConfig(k_dcm=3.0, disturbance_observer=DisturbanceObserverConfig(enabled=observer))
+    gen = PatternGenerator(cfg, FEET[0], FEET[1], np.array([0.0, 0.0, Z_C]), SOLE, SOLE)
+    gen.walk_steps(6, 0.2)
+    c, v = np.zeros(2), np.zeros(2)
+    accel = np.asarray(accel, dtype=float)
+    for i in range(int(seconds / DT)):
+        t = i * DT
+        ref = gen.cycle(t, MeasuredState(np.array([c[0], c[1], Z_C]), np.array([v[0], v[1], 0.0])))
+        p = ref.zmp_cmd[:2]
+        v = v + (W * W * (c - p) + min(1.0, t) * accel) * DT
+        c = c + v * DT
+        if np.linalg.norm(c - ref.zmp_ref[:2]) > 1.0:
+            break
+    return ref, gen, c
+
+
+def test_observer_leans_into_a_constant_force_and_keeps_the_zmp_planned():
+    accel = np.array([-0.6, 0.25])  # [m/s^2] about a 3.5 deg slope uphill plus a sideways pull
+    ref, gen, c = run_walk_with_constant_force(True, accel)
+    assert gen.steps_completed == 6 and not gen.is_walking
+    # the reference moved by -d / omega = -accel / omega^2: the CoM leans into the force...
+    assert gen.disturbance_offset == pytest.approx(-accel / W**2, rel=0.02)
+    assert c - ref.zmp_ref[:2] == pytest.approx(-accel / W**2, abs=2e-3)
+    # ... and the ZMP is back where it was planned
+    assert np.linalg.norm(ref.zmp_cmd[:2] - ref.zmp_ref[:2]) < 1e-3
+    # without the observer the DCM feedback holds the ZMP off the plan by accel / omega^2 / (k - 1) * k
+    ref_off, gen_off, _ = run_walk_with_constant_force(False, accel)
+    assert np.linalg.norm(ref_off.zmp_cmd[:2] - ref_off.zmp_ref[:2]) > 0.5 * np.linalg.norm(accel) / W**2
+    assert np.all(gen_off.disturbance_offset == 0.0)
+
+
+def test_observer_rejects_non_finite_input_and_limits_its_offset():
+    from zmp_walker.dcm import DcmDisturbanceObserver
+
+    obs = DcmDisturbanceObserver(W, bandwidth=3.0, max_offset=0.05)
+    p = np.zeros(2)
+    xi = np.array([0.0, 0.0])
+    for i in range(5000):  # a huge steady drift: the estimate saturates at max_offset
+        xi = xi + DT * np.array([1.0, 0.0])
+        obs.update(i * DT, xi, p)
+    assert np.linalg.norm(obs.offset) == pytest.approx(0.05)
+    before = obs.offset.copy()
+    assert np.all(obs.update(5.001, np.array([np.nan, 0.0]), p) == before)  # NaN: estimate kept, restarted
+    assert np.all(np.isfinite(obs.update(5.002, xi, p)))
+    with pytest.raises(ValueError):
+        DcmDisturbanceObserver(W, bandwidth=0.0, max_offset=0.1)
