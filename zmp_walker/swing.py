@@ -35,7 +35,7 @@ __all__ = ["SwingState", "SwingTrajectory", "min_jerk"]
 
 STEP_RISE = 0.45  # swing fraction to reach the apex on a step up or down [-]
 STEP_LAND = 0.55  # swing fraction from which it descends to the landing height [-]
-STEP_DELAY = 0.1  # swing fraction before the horizontal motion starts [-]
+STEP_DELAY = 0.2  # swing fraction before the horizontal motion starts [-]
 
 
 def min_jerk(s: float) -> tuple[float, float, float]:
