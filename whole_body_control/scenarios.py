@@ -428,9 +428,7 @@ def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_W
         walker_config=walker_config,
         on_tick=on_tick,
     )
-    on_platform = bool(final) and all(
-        p[0] + sole.x_min >= edge and abs(p[2] - height) < 0.01 for p in final.values()
-    )
+    on_platform = bool(final) and all(p[0] + sole.x_min >= edge and abs(p[2] - height) < 0.01 for p in final.values())
     figures["passed"] = bool(figures["passed"] and on_platform and not edge_hits)
     figures["figure"] += f", {'both feet' if on_platform else 'NOT both feet'} on the {height * 100:.0f} cm platform"
     if edge_hits:

@@ -185,8 +185,7 @@ class FootstepPlanner:
                 if z is not None and not self.collide(side, moved, stance):
                     return FootPose(np.array([moved.position[0], moved.position[1], z]), moved.yaw)
         raise PlanningError(
-            f"no landing of the {side} foot within {limit} m of {stance} that keeps "
-            f"{margin} m from a height change"
+            f"no landing of the {side} foot within {limit} m of {stance} that keeps {margin} m from a height change"
         )
 
     def collide(self, side: Side, pose: FootPose, stance: FootPose) -> bool:

@@ -110,6 +110,7 @@ class Schedule:
             phases.append(Phase("double_support", t_last, math.inf, both, n - 1 if n else None, self.feet_before[n]))
         self.phases: tuple[Phase, ...] = tuple(phases)
         self._starts = [p.t_start for p in self.phases]
+
         # support height knots (time [s], height [m]), see the module docstring
         def mean_z(feet):
             return 0.5 * (float(feet["left"].position[2]) + float(feet["right"].position[2]))
