@@ -274,6 +274,36 @@ def test_unactuated_robot_falls_and_fall_is_detected(sim):
     assert sim.base_height() < sim.robot.q_ref[2]
 
 
+def test_a_platform_is_ground_for_the_feet_the_zmp_and_the_fall_checks():
+    """Talos on a 5 cm platform (and then collapsing on it): the soles load it, the ZMP is
+    measured on it, the base height is above it, a non-foot body on it is a contact."""
+    robot = load_robot("talos", fresh=False)
+    h = 0.05
+    config = SimConfig(visual_meshes=False, platforms=((-1.0, h),))
+    assert config.ground_height(0.0, 0.0) == h and config.ground_height(-1.5, 0.0) == 0.0
+    sim = Simulation(robot, config)
+    q = robot.q_ref.copy()
+    q[2] += h
+    sim.reset(q)
+    kp, kd = pd_gains(sim)
+    for _ in range(300):
+        sim.step(hold(sim, kp, kd))
+    assert all(sim.foot_contacts(1.0).values())
+    wrenches = sim.foot_wrenches()
+    assert wrenches["left"][2] + wrenches["right"][2] == pytest.approx(robot.mass * G, rel=0.05)
+    assert sim.measured_zmp() is not None and sim.non_foot_ground_contact() is None
+    assert sim.base_height() == pytest.approx(robot.q_ref[2] - 0.0, abs=0.03)
+    touched = None
+    for _ in range(3000):
+        sim.step(np.zeros(robot.na))
+        touched = sim.non_foot_ground_contact()
+        if touched is not None:
+            break
+    assert touched is not None and touched != "world"
+    with pytest.raises(ConfigError, match="platform"):
+        SimConfig(platforms=((0.5, -0.05),)).validate()
+
+
 # -- configuration and rendering ----------------------------------------------------------
 
 

@@ -66,7 +66,9 @@ class FallDetector:
 
 
 def polygon_z(sim: Simulation) -> float:
-    return min(sim.sole_placement(s).translation[2] for s in ("left", "right"))
+    """Height [m] of the support: the lowest loaded sole (the lowest sole when none is loaded)."""
+    loaded = [s for s, on in sim.foot_contacts().items() if on] or ["left", "right"]
+    return min(sim.sole_placement(s).translation[2] for s in loaded)
 
 
 @dataclass

@@ -393,12 +393,72 @@ def slope(deg: float):
     return run
 
 
-def step_up(robot, out_dir) -> dict:
+STEP_UP_HEIGHT = 0.05  # [m]
+
+
+def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_WALK) -> dict:
+    """Walk at ``WALK_SPEED`` onto a ``height`` high platform (a box across the path in
+    MuJoCo, same contact parameters as the floor, counted as ground by the contact and
+    fall checks).
+
+    The walker gets the terrain (:meth:`SimConfig.ground_height`): each footstep gets the
+    height under its sole, the swing rises, moves and lands between the two levels, and
+    the CoM height follows the stance foot.  The platform edge is 5 cm (at least
+    ``edge_margin`` + 1 cm) in front of the toe of the third footstep of the flat plan; the fourth step, onto
+    the platform, is lengthened by the planner so that its heel lands ``edge_margin``
+    beyond the edge (the sole is never across the edge).  Passes as a walk
+    (:func:`_walk_figures`) whose two soles end on the platform.
+    """
+    import pinocchio as pin
+
+    from whole_body_control.sim import SimConfig
+    from zmp_walker import load_walker_config
+
+    walker_config = load_walker_config(robot=robot.name)
+    data = robot.model.createData()
+    pin.framesForwardKinematics(robot.model, data, robot.q_ref)
+    x0 = max(data.oMf[robot.foot_frame_ids[s]].translation[0] for s in ("left", "right"))
+    sole = robot.feet["left"].sole
+    dx = WALK_SPEED * walker_config.step_duration
+    margin = walker_config.edge_margin
+    edge = x0 + 3 * dx + sole.x_max + max(0.05, margin + 0.01)  # 5 cm (at least) in front of a toe
+    # the step onto the platform: from the toe of the stance foot over both margins to its heel
+    crossing = dx + (edge - (x0 + 4 * dx + sole.x_min)) + margin
+    walker_config = walker_config.replace(max_step_length=max(walker_config.max_step_length, crossing + 0.01))
+    final: dict = {}
+    edge_hits: list[float] = []  # times a foot box touched the platform's side (not its top)
+
+    def on_tick(t, sim, ctrl, result, wref):
+        for side in ("left", "right"):
+            final[side] = sim.sole_placement(side).translation.copy()
+        platform = sim.model.geom("platform_0").id
+        for i in range(sim.data.ncon):
+            c = sim.data.contact[i]
+            if platform in (c.geom1, c.geom2) and abs(c.frame[2]) < 0.7:  # normal not vertical
+                edge_hits.append(t)
+                break
+
+    figures = _walk(
+        robot,
+        out_dir,
+        steps,
+        sim_config=SimConfig(platforms=((edge, height),)),
+        walker_config=walker_config,
+        on_tick=on_tick,
+    )
+    on_platform = bool(final) and all(p[0] + sole.x_min >= edge and abs(p[2] - height) < 0.01 for p in final.values())
+    figures["passed"] = bool(figures["passed"] and on_platform and not edge_hits)
+    figures["figure"] += f", {'both feet' if on_platform else 'NOT both feet'} on the {height * 100:.0f} cm platform"
+    if edge_hits:
+        figures["figure"] += f", caught the edge at {edge_hits[0]:.2f} s"
     return {
-        "passed": False,
-        "figure": "not run: zmp_walker plans footsteps on flat ground only (no footstep heights) "
-        "and sim.py counts contacts with the floor plane only",
-        "supported": False,
+        **figures,
+        "platform_edge_x_m": round(edge, 4),
+        "platform_height_m": height,
+        "crossing_step_m": round(crossing, 4),
+        "final_sole_z_m": {s: round(float(p[2]), 4) for s, p in final.items()},
+        "both_feet_on_platform": on_platform,
+        "edge_contact_ticks": len(edge_hits),
     }
 
 

@@ -19,7 +19,13 @@ URIs) into an ``mujoco.MjSpec`` that is then edited:
   URDF collision meshes overlap at start-up); the two foot boxes also collide
   with each other;
 * one torque motor per actuated joint, ``ctrlrange = +-robot.tau_max``, gear 1;
-* a floor plane, an IMU site on the base frame (gyro, accelerometer, framequat).
+* a floor plane, an IMU site on the base frame (gyro, accelerometer, framequat);
+* optional flat platforms (:attr:`SimConfig.platforms`): static boxes with the
+  floor's collision bits and contact parameters.  Everything here that means
+  "the ground" (foot contacts and wrenches, the measured ZMP, the fall
+  detector's non-foot contacts, :meth:`Simulation.base_height`) counts the
+  floor and the platforms alike; :meth:`SimConfig.ground_height` is the
+  terrain height map.
 
 Conventions (converted only by :func:`qpos_to_q`, :func:`q_to_qpos`,
 :func:`qvel_to_v`, :func:`v_to_qvel`):
@@ -56,6 +62,9 @@ from whole_body_control.robot import RobotModel, resolve_package_uri  # noqa: E4
 
 ROOT_JOINT = "floating_base"
 FLOOR = "floor"
+PLATFORM = "platform"  # geom names platform_0, platform_1, ...
+PLATFORM_LENGTH = 4.0  # [m] along x, from its x start
+PLATFORM_WIDTH = 4.0  # [m] along y, centred on y = 0
 IMU_SITE = "imu"
 SIDES = ("left", "right")
 
@@ -83,6 +92,17 @@ class SimConfig:
     joint_armature: float = field(default=0.0, metadata={"ge": 0.0})  # rotor inertia added per joint [kg m^2]
     foot_box_height: float = field(default=0.02, metadata={"gt": 0.0})  # thickness of the foot collision boxes [m]
     visual_meshes: bool = True  # keep the URDF visual meshes (render only, no collision)
+    # flat platforms ((x_start [m], height [m]), ...): boxes over [x_start, x_start + PLATFORM_LENGTH]
+    # x [-PLATFORM_WIDTH / 2, PLATFORM_WIDTH / 2], top face at height; the highest one wins where they overlap
+    platforms: tuple[tuple[float, float], ...] = ()
+
+    def ground_height(self, x: float, y: float) -> float:
+        """Height [m] of the ground (floor or platform top) at ``(x, y)`` [m]."""
+        z = 0.0
+        for x0, h in self.platforms:
+            if x0 <= x <= x0 + PLATFORM_LENGTH and abs(y) <= 0.5 * PLATFORM_WIDTH:
+                z = max(z, float(h))
+        return z
 
     def validate(self) -> None:
         from whole_body_control.errors import ConfigError
@@ -91,6 +111,9 @@ class SimConfig:
             raise ConfigError(f"solref time constant {self.solref[0]} s must be >= 2 * timestep ({self.timestep} s)")
         if not 0.0 < self.solimp[0] <= self.solimp[1] < 1.0:
             raise ConfigError(f"solimp needs 0 < dmin <= dmax < 1, got {self.solimp}")
+        for x0, h in self.platforms:
+            if not (np.isfinite(x0) and np.isfinite(h) and h > 0.0):
+                raise ConfigError(f"platform (x_start, height) needs finite values and height > 0, got {(x0, h)}")
 
 
 @dataclass(frozen=True)
@@ -352,6 +375,17 @@ def build_spec(robot: RobotModel, config: SimConfig) -> mujoco.MjSpec:
         **_contact_params(config),
         material="floor",
     )
+    for i, (x0, h) in enumerate(config.platforms):
+        spec.worldbody.add_geom(
+            name=f"{PLATFORM}_{i}",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[0.5 * PLATFORM_LENGTH, 0.5 * PLATFORM_WIDTH, 0.5 * h],
+            pos=[x0 + 0.5 * PLATFORM_LENGTH, 0.0, 0.5 * h],
+            contype=_FLOOR_BITS[0],
+            conaffinity=_FLOOR_BITS[1],
+            **_contact_params(config),
+            rgba=[0.55, 0.5, 0.45, 1.0],
+        )
     spec.worldbody.add_light(name="sun", pos=[0, 0, 5], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
     return spec
 
@@ -408,6 +442,10 @@ class Simulation:
         self.index = _index_map(self.model, robot)
         self.root_body = int(self.model.joint(ROOT_JOINT).bodyid[0])
         self.floor_geom = self.model.geom(FLOOR).id
+        # the floor and the platforms: what "the ground" means for contacts and falls
+        self.ground_geoms = frozenset(
+            [self.floor_geom, *(self.model.geom(f"{PLATFORM}_{i}").id for i in range(len(config.platforms)))]
+        )
         self.foot_geoms = {side: self.model.geom(f"{side}_foot_box").id for side in SIDES}
         self.sole_sites = {side: self.model.site(robot.feet[side].frame).id for side in SIDES}
         self.imu_site = self.model.site(IMU_SITE).id
@@ -522,14 +560,17 @@ class Simulation:
 
     def _foot_floor_contacts(self):
         """Yield ``(side or None, geom, point, force_on_robot_world, torque_world)``
-        for every contact between the floor and a robot geom."""
+        for every contact between the ground (floor or platform) and a robot geom."""
         f6 = np.zeros(6)
         for i in range(self.data.ncon):
             contact = self.data.contact[i]
             g1, g2 = int(contact.geom1), int(contact.geom2)
-            if self.floor_geom not in (g1, g2):
+            if g1 in self.ground_geoms:
+                other = g2
+            elif g2 in self.ground_geoms:
+                other = g1
+            else:
                 continue
-            other = g2 if g1 == self.floor_geom else g1
             mujoco.mj_contactForce(self.model, self.data, i, f6)
             frame = contact.frame.reshape(3, 3)  # rows: normal (geom1 -> geom2), tangents
             # mj_contactForce gives the force geom1 exerts on geom2 in the contact frame.
@@ -577,20 +618,24 @@ class Simulation:
         return np.array([-total_torque[1], total_torque[0]]) / total_force[2]
 
     def non_foot_ground_contact(self) -> str | None:
-        """Name of a body other than the feet touching the floor, or ``None``."""
+        """Name of a body other than the feet touching the ground (floor or platform), or ``None``."""
         for i in range(self.data.ncon):
             contact = self.data.contact[i]
             g1, g2 = int(contact.geom1), int(contact.geom2)
-            if self.floor_geom not in (g1, g2):
+            if g1 in self.ground_geoms:
+                other = g2
+            elif g2 in self.ground_geoms:
+                other = g1
+            else:
                 continue
-            other = g2 if g1 == self.floor_geom else g1
             if other not in self.foot_geoms.values():
                 return self.model.body(self.model.geom_bodyid[other]).name
         return None
 
     def base_height(self) -> float:
-        """Height of the base frame above the floor [m]."""
-        return float(self.data.site_xpos[self.imu_site][2])
+        """Height of the base frame above the ground under it (floor or platform) [m]."""
+        x, y, z = self.data.site_xpos[self.imu_site]
+        return float(z) - self.config.ground_height(float(x), float(y))
 
     def sole_placement(self, side: str) -> pin.SE3:
         """World placement of the sole site (for comparisons with Pinocchio)."""

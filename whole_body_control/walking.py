@@ -137,15 +137,24 @@ def sole_rect(robot: RobotModel, side: str) -> SoleRect:
     return SoleRect(s.x_min, s.x_max, s.y_min, s.y_max)
 
 
-def make_walker(robot: RobotModel, ctrl: WholeBodyController, config: WalkerConfig | None = None) -> PatternGenerator:
-    """Pattern generator seeded at the controller's current state (sole poses and CoM)."""
+def make_walker(
+    robot: RobotModel, ctrl: WholeBodyController, config: WalkerConfig | None = None, ground_height=None
+) -> PatternGenerator:
+    """Pattern generator seeded at the controller's current state (sole poses and CoM);
+    ``ground_height(x, y) -> z`` [m] is the terrain for its footsteps (None: flat)."""
     config = config if config is not None else load_walker_config(robot=robot.name)
     feet = {}
     for side in SIDES:
         oMf = ctrl.state.placement(robot.foot_frame_ids[side])
         feet[side] = FootPose(oMf.translation.copy(), _yaw(oMf.rotation))
     return PatternGenerator(
-        config, feet["left"], feet["right"], ctrl.state.com.copy(), sole_rect(robot, "left"), sole_rect(robot, "right")
+        config,
+        feet["left"],
+        feet["right"],
+        ctrl.state.com.copy(),
+        sole_rect(robot, "left"),
+        sole_rect(robot, "right"),
+        ground_height,
     )
 
 
@@ -214,7 +223,10 @@ def run_walk(
     [m/s] sizes a push on the torso at ``push_at`` [s] for ``push_duration``
     [s] (see :meth:`Simulation.push_velocity_change`).  ``friction`` is the
     floor friction of the simulation; the controller then assumes the smaller
-    of it and the robot's friction.
+    of it and the robot's friction.  With platforms in ``sim_config`` the walker
+    plans its footsteps on that terrain (:meth:`SimConfig.ground_height`, a
+    perfect terrain map); the controller's contacts take the footstep heights
+    from the walker's foot references.
 
     Hooks for robustness scenarios (all optional, see :mod:`whole_body_control.scenarios`):
     ``sim_hook(sim)`` edits the simulation once before the reset (masses,
@@ -250,7 +262,7 @@ def run_walk(
         sim_hook(sim)
     sim.reset(robot.q_ref)
     ctrl.reset(sim.q, sim.v)
-    walker = make_walker(robot, ctrl, walker_config)
+    walker = make_walker(robot, ctrl, walker_config, sim_config.ground_height if sim_config.platforms else None)
     walker.walk_steps(int(steps), speed, vy, yaw_rate)
     dt = sim.timestep
     lead = ctrl.config.contacts.transition_time

@@ -128,6 +128,7 @@ class WalkerConfig:
     max_step_yaw: float = field(default=0.3, metadata={"ge": 0.0})  # [rad]
     foot_separation: float | None = field(default=None, metadata={"gt": 0.0})  # [m], None: initial
     foot_clearance: float = field(default=0.01, metadata={"ge": 0.0})  # min gap between soles [m]
+    edge_margin: float = field(default=0.05, metadata={"ge": 0.0})  # sole <-> terrain height change [m]
     zmp_margin: float = field(default=0.01, metadata={"ge": 0.0})  # sole shrink for the ZMP [m]
     method: Literal["preview", "mpc"] = "preview"
     k_dcm: float = field(default=2.0, metadata={"gt": 1.0})  # DCM feedback gain [-]

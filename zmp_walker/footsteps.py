@@ -24,12 +24,22 @@ First foot from standing: the foot on the side of the turn (sign of ``wz``),
 else on the side of the lateral motion (sign of ``vy``), else the right foot
 (so the first stance foot is the left one).  A walk ends with a closing step
 that puts the swing foot beside the stance foot at the nominal separation.
+
+Terrain (optional ``ground_height(x, y) -> z`` [m], e.g. a platform): each
+footstep gets the height of the ground under its sole, and a sole never lands
+across a height change: when the sole rectangle, grown by
+``config.edge_margin`` along its length, covers two levels, the step is made
+longer (or, failing that within ``max_step_length``, shorter) along the
+stance foot's heading, by the smallest change that puts the whole grown sole
+on one level.  Without ``ground_height`` every footstep keeps the stance
+foot's height (flat ground).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -92,10 +102,20 @@ class FootstepPlanner:
         separation: nominal lateral distance between the feet [m]
             (``config.foot_separation`` if set, else this value, typically the
             initial stance width).
+        ground_height: terrain height ``(x, y) -> z`` [m] under the footsteps,
+            or None for flat ground (see the module docstring).
     """
 
-    def __init__(self, config: WalkerConfig, left_sole: SoleRect, right_sole: SoleRect, separation: float):
+    def __init__(
+        self,
+        config: WalkerConfig,
+        left_sole: SoleRect,
+        right_sole: SoleRect,
+        separation: float,
+        ground_height: Callable[[float, float], float] | None = None,
+    ):
         self.config = config
+        self.ground_height = ground_height
         self.soles = {"left": left_sole, "right": right_sole}
         sep = config.foot_separation if config.foot_separation is not None else separation
         self.separation = float(np.clip(sep, config.min_step_width, config.max_step_width))
@@ -127,9 +147,46 @@ class FootstepPlanner:
             for w in np.arange(width, self.config.max_step_width + 1e-9, 0.005):
                 pose = stance.compose(dx, s * w, dyaw)
                 if not self.collide(side, pose, stance):
-                    return pose
+                    return self._on_terrain(side, stance, pose, dx, s * w, dyaw)
             dyaw *= 0.5
         raise PlanningError(f"no collision-free placement of the {side} foot near {stance}")
+
+    # -- terrain ------------------------------------------------------------
+
+    def level(self, side: Side, pose: FootPose, margin: float = 0.0) -> float | None:
+        """Ground height [m] under the ``side`` sole at ``pose`` (grown by ``margin`` [m] along its
+        length), or None if it covers more than one level; the stance height on flat ground."""
+        if self.ground_height is None:
+            return float(pose.position[2])
+        r = self.soles[side]
+        xs = np.linspace(r.x_min - margin, r.x_max + margin, max(3, int((r.x_max - r.x_min + 2 * margin) / 0.01) + 1))
+        heights = {
+            round(float(self.ground_height(*pose.to_world((x, y)))), 4)
+            for x in xs
+            for y in (r.y_min, 0.5 * (r.y_min + r.y_max), r.y_max)
+        }
+        return heights.pop() if len(heights) == 1 else None
+
+    def _on_terrain(self, side: Side, stance: FootPose, pose: FootPose, dx: float, dy: float, dyaw: float) -> FootPose:
+        """``pose`` at the ground height, moved along the stance heading off a height change."""
+        if self.ground_height is None:
+            return pose
+        margin = self.config.edge_margin
+        z = self.level(side, pose, margin)
+        if z is not None:
+            return FootPose(np.array([pose.position[0], pose.position[1], z]), pose.yaw)
+        limit = self.config.max_step_length
+        for k in range(1, int(2 * limit / 0.005) + 2):
+            for d in (dx + k * 0.005, dx - k * 0.005):  # longer first, at the same change
+                if abs(d) > limit + 1e-9:
+                    continue
+                moved = stance.compose(d, dy, dyaw)
+                z = self.level(side, moved, margin)
+                if z is not None and not self.collide(side, moved, stance):
+                    return FootPose(np.array([moved.position[0], moved.position[1], z]), moved.yaw)
+        raise PlanningError(
+            f"no landing of the {side} foot within {limit} m of {stance} that keeps {margin} m from a height change"
+        )
 
     def collide(self, side: Side, pose: FootPose, stance: FootPose) -> bool:
         """Whether the ``side`` sole at ``pose`` comes within ``foot_clearance`` of the other sole."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,6 +139,10 @@ class PatternGenerator:
         com: initial CoM (3,) [m]; its height is the CoM height when
             ``config.com_height`` is None.
         left_sole, right_sole: sole rectangles in the sole frames [m].
+        ground_height: terrain height ``(x, y) -> z`` [m] for the footsteps
+            (:class:`~zmp_walker.footsteps.FootstepPlanner`), None for flat
+            ground; the CoM height follows the support height of the schedule
+            (:meth:`~zmp_walker.schedule.Schedule.support_height`).
     """
 
     def __init__(
@@ -148,6 +153,7 @@ class PatternGenerator:
         com: np.ndarray,
         left_sole: SoleRect,
         right_sole: SoleRect,
+        ground_height: Callable[[float, float], float] | None = None,
     ):
         config.validate()
         self.config = config
@@ -163,7 +169,7 @@ class PatternGenerator:
         self.com_height = float(z_c)
         self.omega = omega(config.gravity, z_c)
         separation = float(np.linalg.norm(right_foot.to_local(left_foot.position)[1:2]))
-        self.footsteps = FootstepPlanner(config, left_sole, right_sole, separation)
+        self.footsteps = FootstepPlanner(config, left_sole, right_sole, separation, ground_height)
         self.feedback = DcmFeedback(config.k_dcm, self.omega, config.clamp_zmp)
         obs = config.disturbance_observer
         self.observer = DcmDisturbanceObserver(self.omega, obs.bandwidth, obs.max_offset) if obs.enabled else None
@@ -476,7 +482,8 @@ class PatternGenerator:
         sched = self._schedule
         index = sched.phase_index(t)
         phase = sched.phases[index]
-        ground, w = self._ground, self.omega
+        w = self.omega
+        ground, vz, az = sched.support_height(t)  # the CoM height follows the support (terrain)
         if measured is not None and self.observer is not None:
             c_m = np.asarray(measured.com, dtype=float)
             xi_m = c_m[:2] + np.asarray(measured.com_vel[:2], dtype=float) / w
@@ -485,17 +492,18 @@ class PatternGenerator:
         off = self.disturbance_offset
         cx, cy = cx + off[0], cy + off[1]
         com_pos = np.array([cx, cy, ground + self.com_height])
-        com_vel = np.array([vx, vy, 0.0])
-        com_acc = np.array([ax, ay, 0.0])
+        com_vel = np.array([vx, vy, vz])
+        com_acc = np.array([ax, ay, az])
         px, py = self._reference.at(t)
         zmp_ref = np.array([px, py, ground])
-        dcm_ref = np.array([cx + vx / w, cy + vy / w, ground + self.com_height])
+        dcm_ref = np.array([cx + vx / w, cy + vy / w, ground + self.com_height + vz / w])
         if measured is not None:
             c_m = np.asarray(measured.com, dtype=float)
             xi_m = c_m + np.asarray(measured.com_vel, dtype=float) / w
             p_cmd = self.feedback.zmp(zmp_ref, dcm_ref, xi_m, self._reference.polygon_of_phase(index))
             zmp_cmd = np.array([p_cmd[0], p_cmd[1], ground])
             com_acc = self.feedback.com_acc(c_m, p_cmd)
+            com_acc[2] = az
             self._zmp_applied = p_cmd
         else:
             zmp_cmd = zmp_ref

@@ -13,6 +13,13 @@ with ``t_k = t0 + start_duration + k T``.  Before ``t0`` the phase is
 ``standing``.  An *open* schedule (continuous walking whose end is not yet
 planned) has no stop phase: after its last step the robot stays in double
 support until the generator appends more steps.
+
+Support height (:meth:`Schedule.support_height`, what the CoM height follows
+on uneven ground): the ground height of the stance foot at the middle of each
+single support, the mean height of the two feet at ``t0`` and at the end of a
+final schedule, joined by minimum-jerk quintics (C2, at rest at each knot);
+constant before the first and after the last knot.  On flat ground it is
+constant.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 from zmp_walker.config import WalkerConfig
 from zmp_walker.footsteps import Footstep, Side, other_side
 from zmp_walker.geometry import FootPose
+from zmp_walker.swing import min_jerk
 
 __all__ = ["Phase", "Schedule"]
 
@@ -103,6 +111,19 @@ class Schedule:
         self.phases: tuple[Phase, ...] = tuple(phases)
         self._starts = [p.t_start for p in self.phases]
 
+        # support height knots (time [s], height [m]), see the module docstring
+        def mean_z(feet):
+            return 0.5 * (float(feet["left"].position[2]) + float(feet["right"].position[2]))
+
+        knots = [(self.t0, mean_z(self.feet_before[0]))]
+        if math.isfinite(self.t0):
+            for k, s in enumerate(self.steps):
+                knots.append((0.5 * (s.t_start + s.t_end), float(self.feet_before[k][other_side(s.side)].position[2])))
+            if self.final:
+                knots.append((self.end_time, mean_z(self.feet_before[n])))
+        self._knot_t = [k[0] for k in knots]
+        self._knot_z = [k[1] for k in knots]
+
     @property
     def planned_until(self) -> float:
         """Touchdown time of the last planned step [s] (``t0 + start`` if none)."""
@@ -112,6 +133,21 @@ class Schedule:
     def final_feet(self) -> dict[Side, FootPose]:
         """Sole poses after the last planned step."""
         return self.feet_before[-1]
+
+    def support_height(self, t: float) -> tuple[float, float, float]:
+        """Support height [m] and its first two time derivatives at ``t`` [s] (module docstring)."""
+        i = bisect.bisect_right(self._knot_t, t) - 1
+        if i < 0:
+            return self._knot_z[0], 0.0, 0.0
+        if i >= len(self._knot_t) - 1:
+            return self._knot_z[-1], 0.0, 0.0
+        t_a, t_b = self._knot_t[i], self._knot_t[i + 1]
+        z_a, dz = self._knot_z[i], self._knot_z[i + 1] - self._knot_z[i]
+        if dz == 0.0:
+            return z_a, 0.0, 0.0
+        D = t_b - t_a
+        q, dq, ddq = min_jerk((t - t_a) / D)
+        return z_a + dz * q, dz * dq / D, dz * ddq / (D * D)
 
     def phase_index(self, t: float) -> int:
         """Index in :attr:`phases` of the phase containing ``t`` [s]."""

@@ -10,6 +10,13 @@ With ``s = (t - t_start) / D`` in [0, 1] and ``D = t_end - t_start`` [s]:
   ``height`` [m] above the higher end; the bump has zero value, velocity and
   acceleration at both ends.
 
+Between two levels (``|z1 - z0| > 1 mm``: a step up or down) the foot must
+clear the edge between them, which can be close to either end: it first rises,
+then moves, then lands.  Height: a quintic from ``z0`` up to ``max(z0, z1) +
+height`` over ``s`` in ``[0, STEP_RISE]``, held, then a quintic down to ``z1``
+over ``[STEP_LAND, 1]``; horizontal position and yaw: the quintic over ``s``
+in ``[STEP_DELAY, 1]`` (the foot leaves vertically).
+
 Position, velocity and acceleration are therefore continuous (C2) over the
 swing and match the stationary foot before lift-off and after touchdown.
 Outside ``[t_start, t_end]`` the foot is at rest at the corresponding end.
@@ -25,6 +32,10 @@ import numpy as np
 from zmp_walker.geometry import FootPose
 
 __all__ = ["SwingState", "SwingTrajectory", "min_jerk"]
+
+STEP_RISE = 0.45  # swing fraction to reach the apex on a step up or down [-]
+STEP_LAND = 0.55  # swing fraction from which it descends to the landing height [-]
+STEP_DELAY = 0.2  # swing fraction before the horizontal motion starts [-]
 
 
 def min_jerk(s: float) -> tuple[float, float, float]:
@@ -72,12 +83,16 @@ class SwingTrajectory:
         self.delta = tuple(float(v) for v in end.position - start.position)
         z0, z1 = start.position[2], end.position[2]
         self.apex = max(z0, z1) + height - 0.5 * (z0 + z1)
+        self.top = max(z0, z1) + height
+        self.between_levels = abs(z1 - z0) > 1e-3
         self.dyaw = (end.yaw - start.yaw + math.pi) % (2.0 * math.pi) - math.pi
 
     def __call__(self, t: float) -> SwingState:
         """Sample at time ``t`` [s]."""
         D = self.duration
         s = (t - self.t_start) / D
+        if self.between_levels:
+            return self._between_levels(s)
         q, dq, ddq = min_jerk(s)
         b, db, ddb = _bump(s)
         d, p0, h = self.delta, self.start.position, self.apex
@@ -86,4 +101,25 @@ class SwingTrajectory:
         pos = np.array([p0[0] + d[0] * q, p0[1] + d[1] * q, p0[2] + d[2] * q + h * b])
         vel = np.array([d[0] * dq, d[1] * dq, d[2] * dq + h * db])
         acc = np.array([d[0] * ddq, d[1] * ddq, d[2] * ddq + h * ddb])
+        return SwingState(pos, vel, acc, self.start.yaw + self.dyaw * q, self.dyaw * dq, self.dyaw * ddq)
+
+    def _between_levels(self, s: float) -> SwingState:
+        """Rise, move, land (see the module docstring), at the swing fraction ``s``."""
+        D = self.duration
+        d, p0 = self.delta, self.start.position
+        z0, z1, top = float(p0[2]), float(self.end.position[2]), self.top
+        if s < STEP_LAND:
+            w = STEP_RISE * D
+            q, dq, ddq = min_jerk(s / STEP_RISE)
+            z, vz, az = z0 + (top - z0) * q, (top - z0) * dq / w, (top - z0) * ddq / (w * w)
+        else:
+            w = (1.0 - STEP_LAND) * D
+            q, dq, ddq = min_jerk((s - STEP_LAND) / (1.0 - STEP_LAND))
+            z, vz, az = top + (z1 - top) * q, (z1 - top) * dq / w, (z1 - top) * ddq / (w * w)
+        w = (1.0 - STEP_DELAY) * D
+        q, dq, ddq = min_jerk((s - STEP_DELAY) / (1.0 - STEP_DELAY))
+        dq, ddq = dq / w, ddq / (w * w)
+        pos = np.array([p0[0] + d[0] * q, p0[1] + d[1] * q, z])
+        vel = np.array([d[0] * dq, d[1] * dq, vz])
+        acc = np.array([d[0] * ddq, d[1] * ddq, az])
         return SwingState(pos, vel, acc, self.start.yaw + self.dyaw * q, self.dyaw * dq, self.dyaw * ddq)

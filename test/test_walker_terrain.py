@@ -1,0 +1,102 @@
+"""zmp_walker on uneven ground: footstep heights from a terrain map, swing clearance
+over a step edge, CoM height following the support."""
+
+import numpy as np
+import pytest
+
+from zmp_walker import FootPose, PatternGenerator, SoleRect, load_walker_config
+
+SOLE = SoleRect(-0.10, 0.10, -0.065, 0.065)  # Talos-size
+EDGE, HEIGHT = 0.75, 0.05  # platform: x >= EDGE is 5 cm high
+
+
+def ground(x, y):
+    return HEIGHT if x >= EDGE else 0.0
+
+
+def make(ground_height=ground, **changes):
+    config = load_walker_config().replace(**changes) if changes else load_walker_config()
+    left, right = FootPose(np.array([0.0, 0.1, 0.0])), FootPose(np.array([0.0, -0.1, 0.0]))
+    return PatternGenerator(config, left, right, np.array([0.0, 0.0, 0.88]), SOLE, SOLE, ground_height)
+
+
+def walk(gen, steps=8, vx=0.25):
+    gen.walk_steps(steps, vx)
+    refs = []
+    t = 0.0
+    gen.cycle(t)
+    end = gen.schedule.end_time + 0.2
+    while t < end:
+        refs.append(gen.cycle(t))
+        t += gen.config.dt
+    return refs
+
+
+def test_footsteps_on_the_platform_get_its_height_and_never_straddle_the_edge():
+    gen = make()
+    gen.walk_steps(8, 0.25)
+    gen.cycle(0.0)
+    steps = gen.schedule.steps
+    margin = gen.config.edge_margin
+    for s in steps:
+        toe, heel = s.position[0] + SOLE.x_max, s.position[0] + SOLE.x_min
+        assert toe <= EDGE - margin + 1e-9 or heel >= EDGE + margin - 1e-9, s
+        assert s.position[2] == pytest.approx(HEIGHT if heel >= EDGE else 0.0)
+    final = gen.schedule.final_feet
+    assert all(final[side].position[2] == pytest.approx(HEIGHT) for side in ("left", "right"))
+    # the step onto the platform is made longer than the nominal 0.2 m, within the limit
+    dx = [b.position[0] - a.position[0] for a, b in zip(steps, steps[1:])]
+    assert max(dx) > 0.25 and max(dx) <= gen.config.max_step_length + 1e-9
+
+
+def test_flat_ground_without_terrain_keeps_the_stance_height():
+    gen = make(ground_height=None)
+    gen.walk_steps(6, 0.25)
+    gen.cycle(0.0)
+    assert all(s.position[2] == 0.0 for s in gen.schedule.steps)
+
+
+def test_a_platform_out_of_reach_stops_the_feet_before_its_edge():
+    gen = make(max_step_length=0.2)  # the step onto the platform needs 0.2 + 2 * 0.05 m at least
+    gen.walk_steps(8, 0.25)
+    gen.cycle(0.0)
+    for s in gen.schedule.steps:
+        assert s.position[2] == 0.0 and s.position[0] + SOLE.x_max <= EDGE - gen.config.edge_margin + 1e-9
+
+
+def test_swing_clears_the_edge_and_lands_at_rest():
+    gen = make()
+    refs = walk(gen)
+    h = gen.config.step_height
+    for side in ("left", "right"):
+        swing = [r for r in refs if not r.feet[side].in_contact]
+        for r in swing:
+            f = r.feet[side]
+            toe, heel = f.pos[0] + SOLE.x_max, f.pos[0] + SOLE.x_min
+            if toe >= EDGE and heel <= EDGE:  # the sole is above the edge
+                assert f.pos[2] > HEIGHT + 0.015, (r.time, f.pos)
+        # apex of the step onto the platform: step_height above the platform
+        landing_on_platform = [r for r in swing if r.upcoming_footsteps and r.upcoming_footsteps[0].position[2] > 0]
+        if landing_on_platform:
+            assert max(r.feet[side].pos[2] for r in landing_on_platform) >= HEIGHT + h - 1e-6
+    for prev, r in zip(refs, refs[1:]):
+        for side in ("left", "right"):
+            if r.feet[side].in_contact and not prev.feet[side].in_contact:  # touchdown
+                assert np.linalg.norm(prev.feet[side].lin_vel) < 1e-2
+                assert r.feet[side].pos[2] == pytest.approx(ground(r.feet[side].pos[0] + SOLE.x_min, 0.0))
+
+
+def test_com_height_rises_with_the_support_continuously():
+    gen = make()
+    refs = walk(gen)
+    z = np.array([r.com_pos[2] for r in refs])
+    vz = np.array([r.com_vel[2] for r in refs])
+    assert z[-1] - z[0] == pytest.approx(HEIGHT, abs=1e-9)
+    assert np.max(np.abs(np.diff(z))) < 2e-4  # no jump (1 ms ticks, 0.2 m/s at most)
+    assert np.max(np.abs(np.diff(vz))) < 2e-3
+    dt = gen.config.dt
+    assert np.allclose(np.diff(z) / dt, 0.5 * (vz[1:] + vz[:-1]), atol=1e-3)
+    assert np.max(np.abs([r.com_acc[2] for r in refs])) < 2.0  # [m/s^2], a gentle rise
+    assert np.all(np.diff(z) >= -1e-12)  # rising only
+    # the ZMP reference height is the support height
+    assert refs[-1].zmp_ref[2] == pytest.approx(HEIGHT)
