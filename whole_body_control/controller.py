@@ -260,11 +260,15 @@ class WholeBodyController:
         (no external wrench), whose joint torques compensate no gravity and whose
         base/CoM tasks would swing the limbs to steer a base that nothing can
         steer, while the real robot hangs from whatever lifts it.  Instead each
-        tick: ``tau = M_jj (kp (q_hold - q) - kd v) + g_j`` with ``AIRBORNE_KP``,
-        ``AIRBORNE_KD``, ``M_jj`` the joint block of the mass matrix and ``g_j`` the joint
-        gravity torques with the base held (the robot hanging from its base; for
-        a hoist on the torso the PD takes the small difference), clipped to the
-        torque limits.  Status ``"airborne"``.
+        tick a decoupled joint PD with constant gains plus gravity compensation:
+        ``tau_i = I_i (kp (q_hold_i - q_i) - kd v_i) + g_i`` with ``AIRBORNE_KP``,
+        ``AIRBORNE_KD``, ``I_i`` the diagonal of the joint mass matrix at the hold
+        (each joint critically damped at 10 rad/s with the others locked; a
+        constant-gain PD is passive whatever the base does, where the full
+        fixed-base mass matrix couples the joints wrongly for a swinging body) and
+        ``g_i`` the joint gravity torques with the base held (the robot hanging
+        from its base; for a hoist on the torso the PD takes the difference),
+        clipped to the torque limits.  Status ``"airborne"``.
         """
         if self._airborne is None:
             # inside the joint limits: a joint pushed past its limit is held at the limit
