@@ -42,6 +42,10 @@ from whole_body_control.tasks import (
 
 GRAVITY = 9.81
 SIDES = ("left", "right")
+# Airborne posture hold (hold_airborne): critically damped at 10 rad/s.  The posture
+# task's gains (30, 11) let the light wrist joints swing away as the hanging robot sways.
+AIRBORNE_KP = 100.0  # [1/s^2]
+AIRBORNE_KD = 20.0  # [1/s]
 
 
 @dataclass
@@ -68,7 +72,7 @@ class WbcResult:
     tau: joint torques [N m] in ``robot.joint_names`` order.
     a: generalized accelerations (nv,) of the solution (zeros in damping).
     wrenches: contact wrench per foot [N, N m] in the sole frame.
-    status: "ok", "relaxed", "reused" or "damping".
+    status: "ok", "relaxed", "reused", "damping" or "airborne" (see :meth:`WholeBodyController.hold_airborne`).
     reason: why the status is not "ok" ("" otherwise).
     warnings: reference guards that acted this tick.
     level_names / residuals: per task level, sqrt(sum w ||A x - b||^2).
@@ -193,6 +197,7 @@ class WholeBodyController:
             c.active, c._ramp_kind, c._ramp_start = True, None, None
         self._polygon_cache = None
         self._guard_cache = None
+        self._airborne: np.ndarray | None = None
         for task in self.tasks.values():
             if isinstance(task, FrameTask):
                 task.set_reference(FrameReference.from_se3(self.state.placement(task.frame_id)))
@@ -245,6 +250,47 @@ class WholeBodyController:
     @property
     def latched(self) -> str | None:
         return self._latched
+
+    def hold_airborne(self) -> None:
+        """Airborne mode until :meth:`reset`: the robot is lifted (no foot can push on
+        the ground), so every contact is dropped and the joints hold the posture
+        they have now, clipped to the joint limits (a swinging foot stays where it is).
+
+        The QP is not used then: with no contact its model is a robot in free fall
+        (no external wrench), whose joint torques compensate no gravity and whose
+        base/CoM tasks would swing the limbs to steer a base that nothing can
+        steer, while the real robot hangs from whatever lifts it.  Instead each
+        tick a decoupled joint PD with constant gains plus gravity compensation:
+        ``tau_i = I_i (kp (q_hold_i - q_i) - kd v_i) + g_i`` with ``AIRBORNE_KP``,
+        ``AIRBORNE_KD``, ``I_i`` the diagonal of the joint mass matrix at the hold
+        (each joint critically damped at 10 rad/s with the others locked; a
+        constant-gain PD is passive whatever the base does, where the full
+        fixed-base mass matrix couples the joints wrongly for a swinging body) and
+        ``g_i`` the joint gravity torques with the base held (the robot hanging
+        from its base; for a hoist on the torso the PD takes the difference),
+        clipped to the torque limits.  Status ``"airborne"``.
+        """
+        if self._airborne is None:
+            # inside the joint limits: a joint pushed past its limit is held at the limit
+            self._airborne = np.clip(self.state.q[7:], self.robot.q_lower, self.robot.q_upper)
+            self._airborne_inertia = np.diag(self.state.M)[6:].copy()
+            for c in self.contacts.values():
+                c.active, c._ramp_kind, c._ramp_start = False, None, None
+            self._polygon_cache = None
+            self._guard_cache = None
+
+    @property
+    def airborne(self) -> bool:
+        return self._airborne is not None
+
+    def _airborne_tick(self, q: np.ndarray, v: np.ndarray, t0: float) -> WbcResult:
+        st = self.state
+        st.update(q, v, check=False)
+        acc = AIRBORNE_KP * (self._airborne - q[7:]) - AIRBORNE_KD * v[6:]
+        tau = self._airborne_inertia * acc + st.data.g[6:]
+        tau = np.clip(tau, -self._tau_bound, self._tau_bound)
+        self._last_tau = None
+        return self._result(tau, "airborne", "lifted: joint posture hold, gravity compensated", t0, [])
 
     # -- references -------------------------------------------------------------
 
@@ -363,6 +409,8 @@ class WholeBodyController:
             return self._damping(v, f"state rejected: {exc}", t0)
         if self._latched is not None:
             return self._damping(v, self._latched, t0)
+        if self._airborne is not None:
+            return self._airborne_tick(q, v, t0)
         if reference is not None:
             self.set_reference(reference)
         for c in self.contacts.values():

@@ -5,7 +5,9 @@ Fall criteria (any of them):
     * the base frame below the robot's ``fall_height``;
     * a body other than the feet touching the ground;
     * the capture point more than 5 cm outside the support polygon for 0.2 s
-      (the capture point of the simulated gravity, which a slope scenario tilts).
+      (the capture point of the simulated gravity, which a slope scenario tilts;
+      not while the robot is lifted: then the feet carry nothing, see
+      :mod:`whole_body_control.lift`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,10 @@ class FallDetector:
     time: float | None = None
     _cp_out_since: float | None = None
 
-    def update(self, t: float, sim: Simulation, com: np.ndarray, vcom: np.ndarray, polygon: np.ndarray) -> bool:
+    def update(
+        self, t: float, sim: Simulation, com: np.ndarray, vcom: np.ndarray, polygon: np.ndarray, lifted: bool = False
+    ) -> bool:
+        """Whether the robot has fallen (latched); ``lifted``: it is carried (no capture point criterion)."""
         if self.reason is not None:
             return True
         base_z = sim.base_height()
@@ -45,7 +50,9 @@ class FallDetector:
         body = sim.non_foot_ground_contact()
         if body is not None:
             return self._fall(t, f"body '{body}' touches the ground")
-        if len(polygon) >= 3:
+        if lifted:
+            self._cp_out_since = None
+        elif len(polygon) >= 3:
             # LIPM along the simulated gravity (a tilted one on a simulated slope): the
             # capture point is where the ZMP must be to stop, c + v / omega + g_xy / omega^2
             g = np.asarray(sim.model.opt.gravity, dtype=float)
@@ -86,7 +93,7 @@ class RunStats:
         self.tick_s.append(result.tick_time)
         self.com_error.append(com_error)
         self.statuses[result.status] = self.statuses.get(result.status, 0) + 1
-        if result.status != "ok" and len(self.reasons) < 10:
+        if result.status not in ("ok", "airborne") and len(self.reasons) < 10:
             self.reasons.append(result.reason)
         if self.last_tau is not None:
             self.torque_rate_max = max(self.torque_rate_max, float(np.max(np.abs(result.tau - self.last_tau))))
@@ -94,7 +101,7 @@ class RunStats:
 
     @property
     def failures(self) -> int:
-        return sum(n for s, n in self.statuses.items() if s != "ok")
+        return sum(n for s, n in self.statuses.items() if s not in ("ok", "airborne"))
 
     def timing(self) -> dict:
         ticks = np.array(self.tick_s) * 1e3

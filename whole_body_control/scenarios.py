@@ -201,6 +201,7 @@ def _walk_figures(summary: dict, steps: int) -> dict:
         "footstep_error_max_m": summary["footstep_error_max_m"],
         "qp_failures": summary["qp_failures"],
         "simulated_s": summary["simulated_s"],
+        "lifted_at_s": summary.get("lifted_at_s"),
     }
 
 
@@ -575,14 +576,22 @@ def infeasible_qp(robot, out_dir) -> dict:
 
 def lifted(robot, out_dir) -> dict:
     """Walking, at 2 s a hoist lifts the robot 0.3 m: the walk must stop (no new
-    step lifts off, the foot references stay put) within 0.5 s of losing the ground."""
+    step lifts off, the foot references stay put) within 0.5 s of losing the ground,
+    and no fall may be declared.
+
+    Nothing tells the controller: :func:`~whole_body_control.walking.run_walk`'s
+    :class:`~whole_body_control.lift.LiftDetector` sees both soles' normal forces
+    (the force sensors) below 7 % of the weight for 50 ms, freezes the walker
+    (no closing step) and puts the controller in its airborne posture hold; the
+    run ends 1.5 s after the detection.  ``lifted_at_s`` is the detection time,
+    ``airborne_at_s`` the first instant with no foot load at all (< 1 N)."""
     state = {"airborne_at": None, "ref": None, "moved": 0.0, "liftoffs": 0}
     at = 2.0
 
     def on_tick(t, sim, ctrl, result, wref):
         loaded = sim.foot_contacts(1.0)
         if state["airborne_at"] is None and t > at and not any(loaded.values()):
-            state["airborne_at"] = t
+            state["airborne_at"] = round(t, 4)
         if state["airborne_at"] is not None and t > state["airborne_at"] + 0.5:
             feet = np.concatenate([wref.feet[s].pos for s in ("left", "right")])
             contacts = tuple(wref.feet[s].in_contact for s in ("left", "right"))
@@ -599,7 +608,7 @@ def lifted(robot, out_dir) -> dict:
     fell = summary_figs["fell"]
     return {
         "passed": bool(stopped and not fell),
-        "figure": f"airborne at {state['airborne_at']} s; "
+        "figure": f"airborne at {state['airborne_at']} s, lift detected at {summary_figs['lifted_at_s']} s; "
         + (
             f"foot references moved {state['moved'] * 1e3:.0f} mm, {state['liftoffs']} contact changes after it"
             if observed
@@ -609,6 +618,7 @@ def lifted(robot, out_dir) -> dict:
         "fell": fell,
         "fall_reason": summary_figs["fall_reason"],
         "airborne_at_s": state["airborne_at"],
+        "lifted_at_s": summary_figs["lifted_at_s"],
         "foot_reference_motion_m": round(state["moved"], 4),
         "contact_changes_after": state["liftoffs"],
         "steps_completed": summary_figs["steps_completed"],

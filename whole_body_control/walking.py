@@ -39,6 +39,7 @@ import numpy as np
 from whole_body_control import geometry
 from whole_body_control.controller import Reference, WholeBodyController
 from whole_body_control.errors import ConfigError
+from whole_body_control.lift import LiftDetector
 from whole_body_control.report import Recorder
 from whole_body_control.robot import RobotModel
 from whole_body_control.runner import FallDetector, RunStats, push_body, record_tick
@@ -56,6 +57,7 @@ from zmp_walker import (
 
 SIDES = ("left", "right")
 COM_MODES = ("reference", "dcm")
+LIFTED_HOLD = 1.5  # [s] a lifted run lasts this long after the lift was detected (then ends)
 
 
 # -- the conversion ---------------------------------------------------------------------
@@ -248,6 +250,14 @@ def run_walk(
     CoM from the planned CoM path, perpendicular to the planned heading;
     ``footstep_error_max_m`` the largest distance between a planned footstep
     (after the walker's step adjustment) and the sole where it landed.
+
+    Lifted robot (:class:`~whole_body_control.lift.LiftDetector` on the simulated
+    sole force sensors' normal forces): the walker is frozen
+    (:meth:`PatternGenerator.freeze`, no closing step), the controller enters
+    its airborne mode (:meth:`WholeBodyController.hold_airborne`: no contacts,
+    joint posture held), the fall detector's capture point criterion is off,
+    and the run ends ``LIFTED_HOLD`` [s] later; ``lifted_at_s`` says when
+    (``None``: never lifted).
     """
     if int(steps) != steps or steps < 1:
         raise ConfigError(f"steps must be a positive integer, got {steps}")
@@ -269,6 +279,8 @@ def run_walk(
 
     stats = RunStats()
     fall = FallDetector(robot)
+    lift = LiftDetector.for_robot(robot)
+    lifted_at: float | None = None
     recorder = Recorder(robot, every=5) if out_dir is not None else None
     start_mid = _sole_midpoint(sim)
     zmp_out_max = 0.0
@@ -294,11 +306,17 @@ def run_walk(
         if observe_hook is not None:
             q, v = observe_hook(t, q, v)
         st = ctrl.state
+        wrenches = sim.foot_wrenches()  # what the sole force/torque sensors measure
+        expects = any(c.active for c in ctrl.contacts.values())
+        if lift.update(t, (wrenches[s][2] for s in SIDES), expects) and lifted_at is None:
+            lifted_at = t
+            walker.freeze()
+            ctrl.hold_airborne()
         wref = walker.cycle(t, MeasuredState(st.com.copy(), st.vcom.copy()) if com_mode == "dcm" else None)
         if schedule is None:
             schedule = walker.schedule
             max_ticks = int(math.ceil((schedule.end_time + settle_time + 5.0) / dt))
-        contacts = _contacts_ahead(walker, t, lead)
+        contacts = _contacts_ahead(walker, t, lead) if lifted_at is None else {s: False for s in SIDES}
         reference = walker_to_reference(wref, contacts, com_mode, st.com, st.vcom)
         if reference_hook is not None:
             reference = reference_hook(t, reference, wref)
@@ -309,7 +327,7 @@ def run_walk(
             residual_max = max(residual_max, result.dynamics_residual)
 
         # measurements
-        walking = walker_done is None
+        walking = walker_done is None and lifted_at is None
         com_err = float(np.linalg.norm(wref.com_pos - st.com))
         if walking:
             com_err_max = max(com_err_max, com_err)
@@ -320,7 +338,7 @@ def run_walk(
         zmp = sim.measured_zmp()
         if zmp is not None and len(polygon) >= 3:
             zmp_out_max = max(zmp_out_max, geometry.signed_distance(polygon, zmp))
-        if fall.update(t, sim, st.com, st.vcom, capture_polygon(polygon, wref, robot)):
+        if fall.update(t, sim, st.com, st.vcom, capture_polygon(polygon, wref, robot), lifted=lift.lifted):
             ctrl.latch_damping(f"fall: {fall.reason}")
         for side in SIDES:
             now = wref.feet[side].in_contact
@@ -357,6 +375,8 @@ def run_walk(
         if walker_done is None and walker.steps_completed >= steps and not walker.is_walking:
             walker_done = t
         if walker_done is not None and t >= walker_done + settle_time:
+            break
+        if lifted_at is not None and t >= lifted_at + LIFTED_HOLD:
             break
     wall = time.perf_counter() - wall0
 
@@ -401,6 +421,7 @@ def run_walk(
         "fell": fall.reason is not None,
         "fall_reason": fall.reason,
         "fall_time_s": fall.time,
+        "lifted_at_s": round(lifted_at, 4) if lifted_at is not None else None,
         "steps_completed": int(min(walker.steps_completed, steps)),  # landed by the end (or the fall)
         "distance_m": round(float(np.linalg.norm(end_mid - start_mid)), 4),
         "planned_distance_m": round(planned_distance, 4),

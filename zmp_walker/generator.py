@@ -33,12 +33,14 @@ Standing: the reference CoM is above the midpoint of the sole centres at
 ``com_height`` and the planner is idle, so the reference is exactly constant.
 Commands (``set_velocity``, ``set_goal``, ``walk_steps``, ``stop``) take
 effect at the next :meth:`cycle`; while walking, the step in swing and the
-next one are kept and the rest is replanned.
+next one are kept and the rest is replanned.  :meth:`~PatternGenerator.freeze`
+instead aborts at once (robot lifted): the reference is held where it is.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -205,6 +207,9 @@ class PatternGenerator:
         self._upcoming_cache: tuple = (-1, ())
         self._measured: MeasuredState | None = None
         self._planned_landing: dict[int, FootPose] = {}  # step index -> landing before adjustment
+        self._last: WalkerReference | None = None  # the last reference returned by cycle
+        self._frozen: WalkerReference | None = None  # set by freeze(): returned from then on
+        self._frozen_steps = 0
 
     # -- commands -------------------------------------------------------------
 
@@ -216,6 +221,7 @@ class PatternGenerator:
         cmd = tuple(float(v) for v in (vx, vy, yaw_rate))
         if not all(map(math.isfinite, cmd)):
             raise PlanningError(f"velocity command must be finite, got {cmd}")
+        self._check_not_frozen()
         if cmd == (0.0, 0.0, 0.0):
             self.stop()
             return
@@ -223,6 +229,7 @@ class PatternGenerator:
 
     def set_goal(self, x: float, y: float, yaw: float) -> None:
         """Walk until the feet midpoint is at ``(x, y)`` [m] with heading ``yaw`` [rad] (world)."""
+        self._check_not_frozen()
         goal = (float(x), float(y), float(yaw))
         if not all(map(math.isfinite, goal)):
             raise PlanningError(f"goal must be finite, got {goal}")
@@ -232,15 +239,74 @@ class PatternGenerator:
         """Take exactly ``n`` steps at the velocity command; the last one brings the feet side by side."""
         if int(n) != n or n < 1:
             raise PlanningError(f"number of steps must be a positive integer, got {n}")
+        self._check_not_frozen()
         self._pending = ("steps", (int(n), float(vx), float(vy), float(yaw_rate)))
 
     def stop(self) -> None:
         """Finish the walk: one closing step after the kept steps, then final double support."""
+        if self._frozen is not None:
+            return  # nothing walks any more
         self._pending = ("stop", None)
+
+    def freeze(self, t: float | None = None) -> None:
+        """Abort the walk at once (the robot was lifted, an emergency): unlike :meth:`stop`,
+        no closing step is taken and nothing is planned any more.
+
+        From the reference at ``t`` [s] (default: the last :meth:`cycle`'s time) on,
+        :meth:`cycle` returns that reference held: the feet where they are (a
+        swinging foot stays in the air) with zero velocity and acceleration, the
+        same ``in_contact`` flags, the CoM reference at rest, no upcoming
+        footsteps, phase ``"frozen"``.  :attr:`is_walking` is False and
+        :attr:`steps_completed` stays at the steps landed before the freeze;
+        :attr:`schedule` stays the aborted walk's (a record: its later steps will
+        not happen).  Walk commands then raise :class:`PlanningError` (the robot
+        is no longer where the plan assumes: make a new generator once it stands).
+        Freezing twice keeps the first freeze.
+        """
+        if self._frozen is not None:
+            return
+        if t is None and self._last is not None:
+            ref = self._last
+        else:
+            ref = self.cycle(float(t) if t is not None else max(self._t, 0.0), self._measured)
+        self._frozen_steps = self.steps_completed
+        self._pending = None
+        self._velocity = None
+        feet = {
+            side: FootRef(
+                _frozen(f.pos.copy()), _frozen(f.rotation.copy()), _ZERO3, _ZERO3, _ZERO3, _ZERO3, f.in_contact
+            )
+            for side, f in ref.feet.items()
+        }
+        com = _frozen(ref.com_pos.copy())
+        self._frozen = WalkerReference(
+            time=ref.time,
+            phase="frozen",
+            com_pos=com,
+            com_vel=_ZERO3,
+            com_acc=_ZERO3,
+            feet=feet,
+            zmp_ref=_frozen(ref.zmp_ref.copy()),
+            zmp_cmd=_frozen(ref.zmp_ref.copy()),
+            dcm_ref=com,
+            upcoming_footsteps=(),
+            omega=ref.omega,
+        )
+
+    @property
+    def frozen(self) -> bool:
+        """Whether :meth:`freeze` aborted the walk."""
+        return self._frozen is not None
+
+    def _check_not_frozen(self) -> None:
+        if self._frozen is not None:
+            raise PlanningError("the walk was aborted (freeze): make a new generator once the robot stands")
 
     @property
     def is_walking(self) -> bool:
         """Whether a walk (including its start and stop double supports) is under way."""
+        if self._frozen is not None:
+            return False
         s = self._schedule
         if self._pending is not None and self._pending[0] != "stop":
             return True
@@ -249,6 +315,8 @@ class PatternGenerator:
     @property
     def steps_completed(self) -> int:
         """Steps landed since construction."""
+        if self._frozen is not None:
+            return self._frozen_steps
         return self._steps_before + self._schedule.steps_completed(self._t)
 
     @property
@@ -464,6 +532,8 @@ class PatternGenerator:
             raise PlanningError(f"time went backwards: {t} < {self._t}")
         self._t = float(t)
         self._measured = measured
+        if self._frozen is not None:
+            return dataclasses.replace(self._frozen, time=float(t))
         if self._pending is not None:
             self._advance(t)
             self._apply(self._t_plan)
@@ -509,7 +579,7 @@ class PatternGenerator:
             zmp_cmd = zmp_ref
             self._zmp_applied = None
         feet = {"left": self._foot_ref("left", phase, index, t), "right": self._foot_ref("right", phase, index, t)}
-        return WalkerReference(
+        self._last = WalkerReference(
             time=float(t),
             phase=phase.name,
             com_pos=com_pos,
@@ -522,6 +592,7 @@ class PatternGenerator:
             upcoming_footsteps=self._upcoming(t),
             omega=w,
         )
+        return self._last
 
     def _upcoming(self, t: float) -> tuple:
         """Steps not landed at ``t`` (cached per schedule and landed count)."""
