@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import proxsuite
 from scipy.linalg import lapack
+
+from whole_body_control.qp_backend import proxsuite
 
 SOLVED = proxsuite.proxqp.QPSolverOutput.PROXQP_SOLVED
 

@@ -477,8 +477,8 @@ def determinism(robot, out_dir) -> dict:
     process (as running the same command twice): identical time series and bags
     (apart from wall-clock timings).
 
-    Two runs in one process may drift apart (G1: from about 2 s on, first difference
-    ~1e-14), and on G1 even fresh processes sometimes differ (see docs/report.md).
+    (Two runs in one process are identical too since proxsuite's baseline build is
+    used, see :mod:`whole_body_control.qp_backend` and docs/report.md.)
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor

@@ -43,8 +43,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import proxsuite
 
+from whole_body_control.qp_backend import proxsuite
 from zmp_walker.cart_table import discrete_matrices
 from zmp_walker.config import WalkerConfig
 from zmp_walker.errors import InfeasibleMpc
