@@ -172,7 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", help="scenario names (repeat or comma-separate; 'fast': the short ones)")
     p.add_argument("--out", help="directory for one run report per scenario and scenarios.json")
     p.add_argument("--video", action="store_true", help="with --out: also render a video per scenario (slow)")
-    p.add_argument("--jobs", type=int, default=1, help="scenarios run in parallel processes")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=max(1, os.cpu_count() or 1),
+        help="scenarios run in parallel processes (default: one per core)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(func=cmd_scenarios)
 
