@@ -70,6 +70,8 @@ class ContactConfig:
     transition_time: force ramp duration when a contact is added or removed [s].
     kd: velocity feedback on the contact acceleration constraint [1/s].
     yaw_friction: ratio of the yaw torque bound to mu * fz * min half sole size [-].
+    cop_margin: the CoP is kept this far inside the sole rectangle [m] (a CoP on the
+        edge leaves the foot on a line contact: any torque error tips or spins it).
     """
 
     mu: float | None = field(default=None, metadata={"gt": 0.0})
@@ -78,6 +80,7 @@ class ContactConfig:
     transition_time: float = field(default=0.05, metadata={"ge": 0.0})
     kd: float = field(default=0.0, metadata={"ge": 0.0})
     yaw_friction: float = field(default=0.5, metadata={"ge": 0.0})
+    cop_margin: float = field(default=0.0, metadata={"ge": 0.0})
 
     def validate(self) -> None:
         if self.f_min >= self.f_max:

@@ -49,6 +49,13 @@ class Contact6D:
             raise ValueError(f"contact '{self.name}': friction coefficient must be > 0, got {mu}")
         self.mu = mu
         s = self.sole
+        m = self.config.cop_margin
+        if not (2.0 * m < s.x_max - s.x_min and 2.0 * m < s.y_max - s.y_min):
+            raise ValueError(
+                f"contact '{self.name}': cop_margin {m} m leaves no CoP region in the sole "
+                f"[{s.x_min}, {s.x_max}] x [{s.y_min}, {s.y_max}] m"
+            )
+        x_min, x_max, y_min, y_max = s.x_min + m, s.x_max - m, s.y_min + m, s.y_max - m
         mut = mu / math.sqrt(2.0)
         muz = self.config.yaw_friction * mu * min(s.x_max - s.x_min, s.y_max - s.y_min) * 0.5
         #            fx    fy    fz        tx    ty   tz
@@ -58,10 +65,10 @@ class Contact6D:
                 [-1.0, 0.0, -mut, 0.0, 0.0, 0.0],
                 [0.0, 1.0, -mut, 0.0, 0.0, 0.0],
                 [0.0, -1.0, -mut, 0.0, 0.0, 0.0],
-                [0.0, 0.0, -s.y_max, 1.0, 0.0, 0.0],
-                [0.0, 0.0, s.y_min, -1.0, 0.0, 0.0],
-                [0.0, 0.0, -s.x_max, 0.0, -1.0, 0.0],
-                [0.0, 0.0, s.x_min, 0.0, 1.0, 0.0],
+                [0.0, 0.0, -y_max, 1.0, 0.0, 0.0],
+                [0.0, 0.0, y_min, -1.0, 0.0, 0.0],
+                [0.0, 0.0, -x_max, 0.0, -1.0, 0.0],
+                [0.0, 0.0, x_min, 0.0, 1.0, 0.0],
                 [0.0, 0.0, -muz, 0.0, 0.0, 1.0],
                 [0.0, 0.0, -muz, 0.0, 0.0, -1.0],
                 [0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
