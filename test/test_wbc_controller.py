@@ -243,3 +243,26 @@ def test_qp_result_does_not_depend_on_heap_addresses():
         assert qp.results.info.status.name == "PROXQP_SOLVED"
         results.append(qp.results.x.copy())
     assert all(np.array_equal(x, results[0]) for x in results)
+
+
+def test_cop_margin_shrinks_the_cop_rows_and_rejects_an_empty_region():
+    from whole_body_control.config import ContactConfig
+    from whole_body_control.contacts import Contact6D
+
+    robot = load_robot("talos")
+    sole = robot.feet["left"].sole
+    fz = 400.0
+
+    def admissible(margin, cop_x):
+        c = Contact6D("left", robot.foot_frame_ids["left"], sole, 0.7, ContactConfig(cop_margin=margin), fz)
+        F, lo, hi = c.force_bounds(1.0)
+        f = np.array([0.0, 0.0, fz, 0.0, -cop_x * fz, 0.0])  # CoP (x, 0): ty = -x fz
+        r = F @ f
+        return bool(np.all(r >= lo - 1e-9) and np.all(r <= hi + 1e-9))
+
+    edge = sole.x_max - 0.005
+    assert admissible(0.0, edge)  # no margin: up to the edge
+    assert not admissible(0.01, edge)  # 1 cm margin: 5 mm from the edge is out
+    assert admissible(0.01, sole.x_max - 0.011)
+    with pytest.raises(ValueError, match="cop_margin"):
+        Contact6D("left", robot.foot_frame_ids["left"], sole, 0.7, ContactConfig(cop_margin=0.5), fz)
