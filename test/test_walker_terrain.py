@@ -135,3 +135,39 @@ def test_steps_between_two_levels_last_longer():
     t_first = flat.schedule.t0 + cfg.start_duration
     for k, s in enumerate(flat.schedule.steps):
         assert s.t_start == pytest.approx(t_first + k * cfg.step_duration)
+
+
+def _com_z_at_mid_swing(gen, refs, k):
+    s = gen.schedule.steps[k]
+    t_mid = 0.5 * (s.t_start + s.t_end)
+    return min(refs, key=lambda r: abs(r.time - t_mid)).com_pos[2]
+
+
+def test_com_rises_once_the_trailing_foot_leaves_the_floor():
+    """On a step up the support height of the trailing foot's step is the floor (the lowest
+    foot of the step): the trailing leg is not stretched by a CoM already raised above the
+    leading foot; the CoM reaches the platform height during the next step."""
+    gen = make()
+    refs = walk(gen)
+    lead, trail = _level_changes(gen.schedule)
+    assert trail == lead + 1
+    z_c = gen.com_height
+    assert _com_z_at_mid_swing(gen, refs, lead) == pytest.approx(z_c)
+    assert _com_z_at_mid_swing(gen, refs, trail) == pytest.approx(z_c)
+    assert _com_z_at_mid_swing(gen, refs, trail + 1) == pytest.approx(z_c + HEIGHT)
+
+
+def test_com_lowers_while_the_leading_foot_steps_down():
+    def down(x, y):  # start on a 5 cm platform, floor beyond EDGE
+        return 0.0 if x >= EDGE else HEIGHT
+
+    config = load_walker_config()
+    left, right = FootPose(np.array([0.0, 0.1, HEIGHT])), FootPose(np.array([0.0, -0.1, HEIGHT]))
+    gen = PatternGenerator(config, left, right, np.array([0.0, 0.0, 0.88 + HEIGHT]), SOLE, SOLE, down)
+    refs = walk(gen)
+    lead, trail = _level_changes(gen.schedule)
+    z_c = gen.com_height
+    assert _com_z_at_mid_swing(gen, refs, lead - 1) == pytest.approx(z_c + HEIGHT)
+    assert _com_z_at_mid_swing(gen, refs, lead) == pytest.approx(z_c)
+    assert _com_z_at_mid_swing(gen, refs, trail) == pytest.approx(z_c)
+    assert all(s.position[2] == 0.0 for s in gen.schedule.steps[lead:])

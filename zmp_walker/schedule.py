@@ -19,11 +19,17 @@ planned) has no stop phase: after its last step the robot stays in double
 support until the generator appends more steps.
 
 Support height (:meth:`Schedule.support_height`, what the CoM height follows
-on uneven ground): the ground height of the stance foot at the middle of each
-single support, the mean height of the two feet at ``t0`` and at the end of a
-final schedule, joined by minimum-jerk quintics (C2, at rest at each knot);
-constant before the first and after the last knot.  On flat ground it is
-constant.
+on uneven ground): at the middle of each single support, the lowest of the
+stance foot's height and the swing foot's lift-off and landing heights; the
+mean height of the two feet at ``t0`` and at the end of a final schedule;
+joined by minimum-jerk quintics (C2, at rest at each knot); constant before
+the first and after the last knot.  On flat ground it is constant.  Taking
+the lowest foot of a step keeps the CoM at its nominal height above the foot
+furthest below the hips: on a step up the CoM rises only once the trailing
+foot has left the lower level (raised earlier, above the leading foot on the
+platform, it stretches the trailing leg, which then cannot lift its foot over
+the edge), on a step down it lowers during the leading foot's swing, which
+must reach down.
 """
 
 from __future__ import annotations
@@ -138,7 +144,9 @@ class Schedule:
         knots = [(self.t0, mean_z(self.feet_before[0]))]
         if math.isfinite(self.t0):
             for k, s in enumerate(self.steps):
-                knots.append((0.5 * (s.t_start + s.t_end), float(self.feet_before[k][other_side(s.side)].position[2])))
+                before = self.feet_before[k]
+                z = min(float(before["left"].position[2]), float(before["right"].position[2]), float(s.position[2]))
+                knots.append((0.5 * (s.t_start + s.t_end), z))
             if self.final:
                 knots.append((self.end_time, mean_z(self.feet_before[n])))
         self._knot_t = [k[0] for k in knots]
