@@ -100,3 +100,74 @@ def test_com_height_rises_with_the_support_continuously():
     assert np.all(np.diff(z) >= -1e-12)  # rising only
     # the ZMP reference height is the support height
     assert refs[-1].zmp_ref[2] == pytest.approx(HEIGHT)
+
+
+def _level_changes(schedule):
+    """Indices of the steps whose swing foot lands at another height than it lifts off."""
+    return [
+        k
+        for k, s in enumerate(schedule.steps)
+        if abs(s.position[2] - schedule.feet_before[k][s.side].position[2]) > 1e-3
+    ]
+
+
+def test_steps_between_two_levels_last_longer():
+    factor = 1.5
+    gen = make(level_change_duration_factor=factor)
+    gen.walk_steps(8, 0.25)
+    gen.cycle(0.0)
+    sched, cfg = gen.schedule, gen.config
+    changes = _level_changes(sched)
+    assert len(changes) == 2  # the leading and the trailing foot onto the platform
+    steps = sched.steps
+    for k, s in enumerate(steps):
+        T = cfg.step_duration * (factor if k in changes else 1.0)
+        assert s.t_end - s.t_start == pytest.approx((1.0 - cfg.double_support_ratio) * T)
+        if k + 1 < len(steps):  # the double support after it is longer too
+            assert steps[k + 1].t_start - s.t_start == pytest.approx(T)
+    # the phases tile the timeline
+    for a, b in zip(sched.phases, sched.phases[1:]):
+        assert a.t_end == pytest.approx(b.t_start)
+    # on flat ground nothing changes
+    flat = make(ground_height=None, level_change_duration_factor=factor)
+    flat.walk_steps(8, 0.25)
+    flat.cycle(0.0)
+    t_first = flat.schedule.t0 + cfg.start_duration
+    for k, s in enumerate(flat.schedule.steps):
+        assert s.t_start == pytest.approx(t_first + k * cfg.step_duration)
+
+
+def _com_z_at_mid_swing(gen, refs, k):
+    s = gen.schedule.steps[k]
+    t_mid = 0.5 * (s.t_start + s.t_end)
+    return min(refs, key=lambda r: abs(r.time - t_mid)).com_pos[2]
+
+
+def test_com_rises_once_the_trailing_foot_leaves_the_floor():
+    """On a step up the support height of the trailing foot's step is the floor (the lowest
+    foot of the step): the trailing leg is not stretched by a CoM already raised above the
+    leading foot; the CoM reaches the platform height during the next step."""
+    gen = make()
+    refs = walk(gen)
+    lead, trail = _level_changes(gen.schedule)
+    assert trail == lead + 1
+    z_c = gen.com_height
+    assert _com_z_at_mid_swing(gen, refs, lead) == pytest.approx(z_c)
+    assert _com_z_at_mid_swing(gen, refs, trail) == pytest.approx(z_c)
+    assert _com_z_at_mid_swing(gen, refs, trail + 1) == pytest.approx(z_c + HEIGHT)
+
+
+def test_com_lowers_while_the_leading_foot_steps_down():
+    def down(x, y):  # start on a 5 cm platform, floor beyond EDGE
+        return 0.0 if x >= EDGE else HEIGHT
+
+    config = load_walker_config()
+    left, right = FootPose(np.array([0.0, 0.1, HEIGHT])), FootPose(np.array([0.0, -0.1, HEIGHT]))
+    gen = PatternGenerator(config, left, right, np.array([0.0, 0.0, 0.88 + HEIGHT]), SOLE, SOLE, down)
+    refs = walk(gen)
+    lead, trail = _level_changes(gen.schedule)
+    z_c = gen.com_height
+    assert _com_z_at_mid_swing(gen, refs, lead - 1) == pytest.approx(z_c + HEIGHT)
+    assert _com_z_at_mid_swing(gen, refs, lead) == pytest.approx(z_c)
+    assert _com_z_at_mid_swing(gen, refs, trail) == pytest.approx(z_c)
+    assert all(s.position[2] == 0.0 for s in gen.schedule.steps[lead:])

@@ -403,8 +403,9 @@ def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_W
     fall checks).
 
     The walker gets the terrain (:meth:`SimConfig.ground_height`): each footstep gets the
-    height under its sole, the swing rises, moves and lands between the two levels, and
-    the CoM height follows the stance foot.  The platform edge is 5 cm (at least
+    height under its sole, the swing rises, moves and lands between the two levels (the two
+    steps between levels ``level_change_duration_factor`` slower), and the CoM height
+    follows the lowest foot of each step.  The platform edge is 5 cm (at least
     ``edge_margin`` + 1 cm) in front of the toe of the third footstep of the flat plan; the fourth step, onto
     the platform, is lengthened by the planner so that its heel lands ``edge_margin``
     beyond the edge (the sole is never across the edge).  Passes as a walk

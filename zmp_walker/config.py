@@ -107,7 +107,9 @@ class WalkerConfig:
     """Walking pattern generator parameters (SI units).
 
     A step lasts ``step_duration``: single support for
-    ``(1 - double_support_ratio) * step_duration``, then double support.
+    ``(1 - double_support_ratio) * step_duration``, then double support; a
+    step between two heights (up or down) lasts ``level_change_duration_factor``
+    times longer (:func:`zmp_walker.schedule.step_duration`).
     Step limits are expressed in the frame of the stance foot: the swing foot
     lands at ``(dx, +-width, dyaw)`` with ``|dx| <= max_step_length``,
     ``min_step_width <= width <= max_step_width``, ``|dyaw| <= max_step_yaw``.
@@ -122,6 +124,7 @@ class WalkerConfig:
     start_duration: float = field(default=1.5, metadata={"gt": 0.0})  # initial double support [s]
     stop_duration: float = field(default=1.0, metadata={"gt": 0.0})  # final double support [s]
     step_height: float = field(default=0.05, metadata={"ge": 0.0})  # swing apex [m]
+    level_change_duration_factor: float = field(default=1.0, metadata={"ge": 1.0})  # step up/down slower [-]
     max_step_length: float = field(default=0.25, metadata={"gt": 0.0})  # [m]
     max_step_width: float = field(default=0.35, metadata={"gt": 0.0})  # [m]
     min_step_width: float = field(default=0.15, metadata={"gt": 0.0})  # [m]

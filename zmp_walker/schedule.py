@@ -1,25 +1,35 @@
 """Contact schedule: when each foot swings and which feet support the robot.
 
-Timeline of a walk that starts at ``t0`` [s] with ``n`` steps, ``T`` the step
-duration and ``T_ss = (1 - double_support_ratio) T`` the swing time::
+Timeline of a walk that starts at ``t0`` [s] with ``n`` steps, ``T_k`` the
+duration of step ``k`` and ``T_ss,k = (1 - double_support_ratio) T_k`` its
+swing time::
 
     [t0, t0 + start_duration)                 double_support_start
-    step k: [t_k, t_k + T_ss)                 single_support_<stance side>
-            [t_k + T_ss, t_k + T)             double_support   (k < n - 1)
-    [t_{n-1} + T_ss, ... + stop_duration)     double_support_stop
+    step k: [t_k, t_k + T_ss,k)               single_support_<stance side>
+            [t_k + T_ss,k, t_k + T_k)         double_support   (k < n - 1)
+    [t_{n-1} + T_ss,n-1, ... + stop_duration) double_support_stop
     afterwards                                standing
 
-with ``t_k = t0 + start_duration + k T``.  Before ``t0`` the phase is
+with ``t_0 = t0 + start_duration`` and ``t_{k+1} = t_k + T_k``.  ``T_k`` is
+``step_duration``, times ``level_change_duration_factor`` for a step between
+two heights (a step up or down, :func:`step_duration`): a longer swing to
+clear the edge and a longer double support after it.  Before ``t0`` the phase is
 ``standing``.  An *open* schedule (continuous walking whose end is not yet
 planned) has no stop phase: after its last step the robot stays in double
 support until the generator appends more steps.
 
 Support height (:meth:`Schedule.support_height`, what the CoM height follows
-on uneven ground): the ground height of the stance foot at the middle of each
-single support, the mean height of the two feet at ``t0`` and at the end of a
-final schedule, joined by minimum-jerk quintics (C2, at rest at each knot);
-constant before the first and after the last knot.  On flat ground it is
-constant.
+on uneven ground): at the middle of each single support, the lowest of the
+stance foot's height and the swing foot's lift-off and landing heights; the
+mean height of the two feet at ``t0`` and at the end of a final schedule;
+joined by minimum-jerk quintics (C2, at rest at each knot); constant before
+the first and after the last knot.  On flat ground it is constant.  Taking
+the lowest foot of a step keeps the CoM at its nominal height above the foot
+furthest below the hips: on a step up the CoM rises only once the trailing
+foot has left the lower level (raised earlier, above the leading foot on the
+platform, it stretches the trailing leg, which then cannot lift its foot over
+the edge), on a step down it lowers during the leading foot's swing, which
+must reach down.
 """
 
 from __future__ import annotations
@@ -33,7 +43,17 @@ from zmp_walker.footsteps import Footstep, Side, other_side
 from zmp_walker.geometry import FootPose
 from zmp_walker.swing import min_jerk
 
-__all__ = ["Phase", "Schedule"]
+__all__ = ["Phase", "Schedule", "step_duration"]
+
+LEVEL_CHANGE = 1e-3  # a step between two heights differing by more than this [m] changes level
+
+
+def step_duration(config: WalkerConfig, start: FootPose, end: FootPose) -> float:
+    """Duration [s] of the step from the sole pose ``start`` to ``end``: ``step_duration``,
+    times ``level_change_duration_factor`` when the two are at different heights."""
+    if abs(float(end.position[2]) - float(start.position[2])) > LEVEL_CHANGE:
+        return config.step_duration * config.level_change_duration_factor
+    return config.step_duration
 
 
 @dataclass(frozen=True)
@@ -78,17 +98,22 @@ class Schedule:
         self.config = config
         self.t0 = float(t0)
         self.final = bool(final)
-        T, T_ss = config.step_duration, config.single_support_duration
         t_first = self.t0 + config.start_duration
-        self.steps: tuple[Footstep, ...] = tuple(
-            s.timed(t_first + k * T, t_first + k * T + T_ss) for k, s in enumerate(steps)
-        )
         # feet_before[k]: sole poses before step k lifts off; feet_before[n]: after the walk
         self.feet_before: list[dict[Side, FootPose]] = [dict(feet)]
-        for s in self.steps:
+        for s in steps:
             nxt = dict(self.feet_before[-1])
             nxt[s.side] = s.pose
             self.feet_before.append(nxt)
+        # step k lasts durations[k] (longer between two levels), the last one ends at t_k + T_ss
+        self.durations: tuple[float, ...] = tuple(
+            step_duration(config, self.feet_before[k][s.side], s.pose) for k, s in enumerate(steps)
+        )
+        timed, t_k = [], t_first
+        for s, T in zip(steps, self.durations):
+            timed.append(s.timed(t_k, t_k + (1.0 - config.double_support_ratio) * T))
+            t_k += T
+        self.steps: tuple[Footstep, ...] = tuple(timed)
         both = ("left", "right")
         phases = [Phase("standing", -math.inf, self.t0, both, None, self.feet_before[0])]
         phases.append(Phase("double_support_start", self.t0, t_first, both, None, self.feet_before[0]))
@@ -97,7 +122,8 @@ class Schedule:
             stance = other_side(s.side)
             phases.append(Phase(f"single_support_{stance}", s.t_start, s.t_end, (stance,), k, self.feet_before[k]))
             if k < n - 1:
-                phases.append(Phase("double_support", s.t_end, s.t_start + T, both, k, self.feet_before[k + 1]))
+                t_next = self.steps[k + 1].t_start
+                phases.append(Phase("double_support", s.t_end, t_next, both, k, self.feet_before[k + 1]))
         t_last = self.steps[-1].t_end if n else t_first
         if self.final:
             self.end_time = t_last + config.stop_duration
@@ -118,7 +144,9 @@ class Schedule:
         knots = [(self.t0, mean_z(self.feet_before[0]))]
         if math.isfinite(self.t0):
             for k, s in enumerate(self.steps):
-                knots.append((0.5 * (s.t_start + s.t_end), float(self.feet_before[k][other_side(s.side)].position[2])))
+                before = self.feet_before[k]
+                z = min(float(before["left"].position[2]), float(before["right"].position[2]), float(s.position[2]))
+                knots.append((0.5 * (s.t_start + s.t_end), z))
             if self.final:
                 knots.append((self.end_time, mean_z(self.feet_before[n])))
         self._knot_t = [k[0] for k in knots]
