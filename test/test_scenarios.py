@@ -63,6 +63,12 @@ def test_hooks_change_the_simulation_only():
     scenarios.tilt_gravity(10.0)(sim)
     g = sim.model.opt.gravity
     assert np.degrees(np.arctan2(-g[0], -g[2])) == pytest.approx(10.0)
+    tilting = scenarios.tilting_gravity(-6.0, ramp=2.0)  # the slope comes in over 2 s
+    for t, deg in ((0.0, 0.0), (1.0, -3.0), (2.0, -6.0), (5.0, -6.0)):
+        tilting(t, np.zeros(1), sim)
+        g = sim.model.opt.gravity
+        assert np.degrees(np.arctan2(-g[0], -g[2])) == pytest.approx(deg)
+        assert np.linalg.norm(g) == pytest.approx(9.81, rel=1e-3)
     # latency: the n-th torque comes out n ticks later
     hook = scenarios.delay(5)
     outs = [hook(0.0, np.array([float(k)]), sim)[0] for k in range(10)]
@@ -76,3 +82,19 @@ def test_hooks_change_the_simulation_only():
     assert not np.array_equal(a[0], q)
     np.testing.assert_array_equal(sim.q, q)
     sim.close()
+
+
+def test_walks_up_a_slope_it_was_not_told_about_only_with_the_disturbance_observer():
+    """5 deg uphill (tilted gravity): the walker's observer shifts the CoM reference so
+    the ZMP stays planned; without it the DCM feedback alone runs the ZMP to the heel."""
+    from zmp_walker import load_walker_config
+    from zmp_walker.config import DisturbanceObserverConfig
+
+    robot = load_robot("talos")
+    on = scenarios._walk(robot, None, actuate_hook=scenarios.tilting_gravity(5.0))
+    assert on["passed"], on["figure"]
+    off_config = load_walker_config(robot="talos").replace(
+        disturbance_observer=DisturbanceObserverConfig(enabled=False)
+    )
+    off = scenarios._walk(robot, None, actuate_hook=scenarios.tilting_gravity(5.0), walker_config=off_config)
+    assert off["fell"] and off["steps_completed"] < 8, off["figure"]
