@@ -12,7 +12,7 @@ from whole_body_control.controller import WholeBodyController
 from whole_body_control.errors import ConfigError
 from whole_body_control.robot import load_robot
 from whole_body_control.walking import (
-    _contacts_ahead,
+    contacts_ahead,
     make_walker,
     run_walk,
     sim_support_polygon,
@@ -111,10 +111,10 @@ def test_contact_released_one_transition_before_lift_off():
     lead = ctrl.config.contacts.transition_time
     first = walker.schedule.steps[0]
     stance = "left" if first.side == "right" else "right"
-    before = _contacts_ahead(walker, first.t_start - 1.5 * lead, lead)
-    ramp = _contacts_ahead(walker, first.t_start - 0.5 * lead, lead)
-    swing = _contacts_ahead(walker, first.t_start + 0.1, lead)
-    landed = _contacts_ahead(walker, first.t_end + 1e-6, lead)
+    before = contacts_ahead(walker, first.t_start - 1.5 * lead, lead)
+    ramp = contacts_ahead(walker, first.t_start - 0.5 * lead, lead)
+    swing = contacts_ahead(walker, first.t_start + 0.1, lead)
+    landed = contacts_ahead(walker, first.t_end + 1e-6, lead)
     assert before == {"left": True, "right": True}
     assert ramp == {first.side: False, stance: True}
     assert swing == {first.side: False, stance: True}

@@ -184,7 +184,7 @@ def capture_polygon(polygon: np.ndarray, ref: WalkerReference, robot: RobotModel
     return geometry.convex_hull(np.vstack([polygon, corners]) if len(polygon) else corners)
 
 
-def _contacts_ahead(walker: PatternGenerator, t: float, lead: float) -> dict[str, bool]:
+def contacts_ahead(walker: PatternGenerator, t: float, lead: float) -> dict[str, bool]:
     """Contacts for the controller: a foot is released ``lead`` [s] before the walker lifts it."""
     now = walker.schedule.contacts_at(t)
     ahead = walker.schedule.contacts_at(t + lead)
@@ -316,7 +316,7 @@ def run_walk(
         if schedule is None:
             schedule = walker.schedule
             max_ticks = int(math.ceil((schedule.end_time + settle_time + 5.0) / dt))
-        contacts = _contacts_ahead(walker, t, lead) if lifted_at is None else {s: False for s in SIDES}
+        contacts = contacts_ahead(walker, t, lead) if lifted_at is None else {s: False for s in SIDES}
         reference = walker_to_reference(wref, contacts, com_mode, st.com, st.vcom)
         if reference_hook is not None:
             reference = reference_hook(t, reference, wref)

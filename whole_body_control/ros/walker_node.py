@@ -44,7 +44,7 @@ from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.mujoco_bridge import STATE_QOS
 from whole_body_control.ros.params import INF, Param, declare, result, spin
 from whole_body_control.state import RobotState
-from whole_body_control.walking import _contacts_ahead, make_walker
+from whole_body_control.walking import contacts_ahead, make_walker
 from zmp_walker import MeasuredState, WalkerError, load_walker_config
 
 PARAMS = [
@@ -209,7 +209,7 @@ class WalkerNode(Node):
         except WalkerError as exc:
             self.get_logger().error(f"walker failed at t = {t:.3f} s: {exc}", throttle_duration_sec=1.0)
             return
-        contacts = _contacts_ahead(walker, t, self.lead)
+        contacts = contacts_ahead(walker, t, self.lead)
         feet = {s: _with_contact(ref.feet[s], contacts[s]) for s in ("left", "right")}
         msg = cv.reference_msg(cv.ns_to_stamp(ns), _replace(ref, feet=feet))
         self.ref_pub.publish(msg)
