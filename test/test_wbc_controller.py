@@ -266,3 +266,25 @@ def test_cop_margin_shrinks_the_cop_rows_and_rejects_an_empty_region():
     assert admissible(0.01, sole.x_max - 0.011)
     with pytest.raises(ValueError, match="cop_margin"):
         Contact6D("left", robot.foot_frame_ids["left"], sole, 0.7, ContactConfig(cop_margin=0.5), fz)
+
+
+def test_a_row_the_lower_level_cannot_move_keeps_its_infinite_bound_without_nan():
+    """Below the first level, an inequality row that the remaining freedom cannot move is
+    dropped from that level's QP.  Contact rows have infinite lower bounds: dropping one
+    must not compute inf * 0 (NaN, and a RuntimeWarning on every such tick)."""
+    import warnings
+
+    from whole_body_control.hqp import HierarchicalQP, Objective
+
+    E, e = np.zeros((0, 3)), np.zeros(0)
+    C = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    lower = np.array([-np.inf, -np.inf])  # row 0: fixed by level 1, infinite lower bound
+    upper = np.array([2.0, 3.0])  # row 1: stops level 2 (x1 wants 5): the QP path runs
+    levels = [
+        [Objective("first", np.array([[1.0, 0.0, 0.0]]), np.array([1.0]), 1.0)],
+        [Objective("second", np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]), np.array([5.0, 0.0]), 1.0)],
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        sol = HierarchicalQP().solve(E, e, C, lower, upper, levels)
+    assert np.allclose(sol.x, [1.0, 3.0, 0.0], atol=1e-6)

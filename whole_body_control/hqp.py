@@ -196,8 +196,9 @@ class HierarchicalQP:
         row_norm = np.linalg.norm(CZ, axis=1)
         keep = row_norm > 1e-9
         if k > 0 or np.all(keep):
-            inv = np.where(keep, 1.0 / np.maximum(row_norm, 1e-300), 0.0)
-            CZ = CZ * inv[:, None]
+            # (a dropped row's bound is not scaled: an infinite bound times 0 would be NaN)
+            inv = np.where(keep, 1.0 / np.maximum(row_norm, 1e-300), 1.0)
+            CZ = CZ * np.where(keep, inv, 0.0)[:, None]
             lz = np.where(keep, lz * inv, -1e20)
             uz = np.where(keep, uz * inv, 1e20)
         z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(n)
