@@ -11,7 +11,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from whole_body_control.ros.graph import PACKAGE, hardware_graph
+from whole_body_control.ros.graph import hardware_graph
 
 
 def _nodes(context):
@@ -25,17 +25,7 @@ def _nodes(context):
         walker=arg("walker").lower() == "true",
         use_sim_time=arg("use_sim_time").lower() == "true",
     )
-    return [
-        Node(
-            package=PACKAGE,
-            executable=s.executable,
-            name=s.name,
-            parameters=[*s.params_files, s.parameters],
-            remappings=list(s.remappings),
-            output="screen",
-        )
-        for s in specs
-    ]
+    return [Node(**s.launch_kwargs()) for s in specs]
 
 
 def generate_launch_description():

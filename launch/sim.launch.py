@@ -10,7 +10,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from whole_body_control.ros.graph import PACKAGE, sim_graph
+from whole_body_control.ros.graph import sim_graph
 
 
 def _nodes(context):
@@ -23,17 +23,7 @@ def _nodes(context):
         params_file=arg("params_file") or None,
         headless=arg("headless").lower() == "true",
     )
-    return [
-        Node(
-            package=PACKAGE,
-            executable=s.executable,
-            name=s.name,
-            parameters=[*s.params_files, s.parameters],
-            remappings=list(s.remappings),
-            output="screen",
-        )
-        for s in specs
-    ]
+    return [Node(**s.launch_kwargs()) for s in specs]
 
 
 def generate_launch_description():

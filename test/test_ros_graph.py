@@ -125,6 +125,12 @@ def test_graphs_remap_the_base_state_and_use_the_parameter_files():
         data = yaml.safe_load(params_path(name).read_text())
         for node, section in data.items():
             assert set(section) == {"ros__parameters"}, (name, node)
+    # the launch files' Node arguments say the same as the command line: files, then overrides
+    kw = sim["whole_body_controller"].launch_kwargs()
+    assert kw["package"] == "whole_body_control" and kw["executable"] == "whole_body_controller"
+    assert kw["parameters"][:-1] == [str(f) for f in sim["whole_body_controller"].params_files]
+    assert kw["parameters"][-1] == sim["whole_body_controller"].parameters
+    assert ("base_state", GROUND_TRUTH) in kw["remappings"]
 
 
 @pytest.mark.parametrize("name", ["sim.launch.py", "bringup.launch.py"])
@@ -135,6 +141,7 @@ def test_launch_files_are_thin_and_declare_described_arguments(name):
     assert declared and all(any(k.arg == "description" for k in c.keywords) for c in declared)
     graph_fn = "sim_graph" if name.startswith("sim") else "hardware_graph"
     assert any(getattr(c.func, "id", None) == graph_fn for c in calls)
+    assert any(getattr(c.func, "attr", None) == "launch_kwargs" for c in calls)  # Node(**spec.launch_kwargs())
     names = {c.args[0].value for c in declared}
     assert names >= (
         {"robot", "headless", "lockstep", "params_file"}

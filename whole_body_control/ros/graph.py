@@ -63,6 +63,18 @@ class NodeSpec:
             args += ["-r", f"{src}:={dst}"]
         return args
 
+    def launch_kwargs(self) -> dict:
+        """Keyword arguments of ``launch_ros.actions.Node`` for this node (the launch
+        files' side of :meth:`cmdline`): parameter files first, then ``parameters``."""
+        return {
+            "package": PACKAGE,
+            "executable": self.executable,
+            "name": self.name,
+            "parameters": [*map(str, self.params_files), dict(self.parameters)],
+            "remappings": list(self.remappings),
+            "output": "screen",
+        }
+
 
 def _plain(params: dict) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in params.items()}
