@@ -129,7 +129,7 @@ def test_graphs_remap_the_base_state_and_use_the_parameter_files():
     kw = sim["whole_body_controller"].launch_kwargs()
     assert kw["package"] == "whole_body_control" and kw["executable"] == "whole_body_controller"
     assert kw["parameters"][:-1] == [str(f) for f in sim["whole_body_controller"].params_files]
-    assert kw["parameters"][-1] == sim["whole_body_controller"].parameters
+    assert kw["parameters"][-1] == overrides["whole_body_controller"]["ros__parameters"]
     assert ("base_state", GROUND_TRUTH) in kw["remappings"]
 
 

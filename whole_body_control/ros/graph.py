@@ -70,7 +70,7 @@ class NodeSpec:
             "package": PACKAGE,
             "executable": self.executable,
             "name": self.name,
-            "parameters": [*map(str, self.params_files), dict(self.parameters)],
+            "parameters": [*map(str, self.params_files), _plain(self.parameters)],  # launch_ros takes lists
             "remappings": list(self.remappings),
             "output": "screen",
         }
