@@ -4,27 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from zmp_walker.geometry import convex_hull  # one hull for the walker and the controller
 
-def convex_hull(points: np.ndarray) -> np.ndarray:
-    """Counter-clockwise convex hull (k x 2) of 2D ``points`` (Andrew's monotone chain)."""
-    pts = np.unique(np.asarray(points, dtype=float)[:, :2], axis=0)
-    if len(pts) <= 2:
-        return pts
-
-    def cross(o, a, b):
-        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-    lower: list = []
-    for p in pts:
-        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
-            lower.pop()
-        lower.append(p)
-    upper: list = []
-    for p in pts[::-1]:
-        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
-            upper.pop()
-        upper.append(p)
-    return np.array(lower[:-1] + upper[:-1])
+__all__ = ["convex_hull", "signed_distance", "closest_point", "shrink"]
 
 
 def signed_distance(polygon: np.ndarray, point: np.ndarray) -> float:
