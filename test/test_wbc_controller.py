@@ -175,30 +175,6 @@ def test_fallback_ladder_reuse_then_damping_when_the_qp_keeps_failing():
     np.testing.assert_allclose(ctrl.cycle(q, v).tau, np.clip(-robot.kd_safe * v[6:], -robot.tau_max, robot.tau_max))
 
 
-def test_joint_limit_box_that_contradicts_the_torque_limits_is_opened_not_reused():
-    """The joint position limits enter as a look-ahead acceleration box.  When it
-    contradicts the contacts and torque limits (a stance joint running into its stop
-    under a push: the hard inequalities have no common point), the tick is solved with
-    the box opened and reported as relaxed, with exact dynamics, instead of reusing old
-    torques and then damping."""
-    robot = load_robot("talos", fresh=False)
-    j = robot.joint_names.index("leg_left_4_joint")  # a stance knee
-
-    class BoxedKnee(WholeBodyController):
-        def _acceleration_bounds(self):
-            lo, hi = super()._acceleration_bounds()
-            lo[j] = hi[j] = 1e5  # [rad/s^2]: far more than the knee's torque can give
-            return lo, hi
-
-    ctrl = BoxedKnee(robot)
-    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
-    result = ctrl.cycle(q, v)
-    assert result.status == "relaxed" and "joint position limits relaxed" in result.reason, result.reason
-    assert _finite_and_bounded(robot, result)
-    assert independent_dynamics_residual(robot, q, v, result) < 1e-6
-    assert abs(result.a[6 + j]) < 1e3  # the box was not honoured: it could not be
-
-
 def test_non_finite_state_is_rejected_before_any_solve():
     robot = load_robot("g1", fresh=False)
     ctrl = WholeBodyController(robot)

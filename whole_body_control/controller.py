@@ -41,7 +41,6 @@ from whole_body_control.tasks import (
 )
 
 GRAVITY = 9.81
-_OPEN_BOUND = 1e20  # a bound that never acts (row-normalized units in the QP)
 SIDES = ("left", "right")
 # Airborne posture hold (hold_airborne): critically damped at 10 rad/s.  The posture
 # task's gains (30, 11) let the light wrist joints swing away as the hanging robot sways.
@@ -424,7 +423,6 @@ class WholeBodyController:
             return self._fallback(v, f"building the QP failed: {exc}", t0, warnings)
         skip = None
         status, reason = "ok", ""
-        limits_open = False
         while True:
             try:
                 sol = self.hqp.solve(E, e, C, lower, upper, levels, skip_levels_from=skip)
@@ -440,23 +438,7 @@ class WholeBodyController:
                 skip = failure.level - 1
                 status = "relaxed"
                 reason = f"{failure.reason}; relaxed level '{self.level_names[skip]}' and below"
-                if limits_open:
-                    reason += "; joint position limits relaxed"
                 continue
-            if failure.level == 1 and not limits_open:
-                # The hard inequalities can contradict each other: a joint running into its
-                # position limit (the look-ahead box asks it to stop within the horizon) while
-                # the contacts and torque limits need it to move on, e.g. a stance ankle at its
-                # stop under a push.  The limit box is a look-ahead, not physics: open it for
-                # this tick rather than reuse old torques.
-                limits_open = True
-                lower[-self.na :], upper[-self.na :] = -_OPEN_BOUND, _OPEN_BOUND
-                skip = None
-                status = "relaxed"
-                reason = f"{failure.reason}; joint position limits relaxed"
-                continue
-            if limits_open:
-                return self._fallback(v, f"{failure.reason} (joint position limits relaxed too)", t0, warnings)
             return self._fallback(v, failure.reason, t0, warnings)
 
     def _build(self, warnings: list[str]):
