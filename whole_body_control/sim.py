@@ -559,25 +559,25 @@ class Simulation:
         )
 
     def _ground_contacts(self):
-        """Yield ``(index, contact, geom)`` for every contact between the ground (floor or
-        platform) and a robot geom ``geom``."""
+        """Yield ``(index, contact, geom, sign)`` for every contact between the ground (floor
+        or platform) and a robot geom ``geom``; ``sign`` is +1 when ``geom`` is the contact's
+        geom2 (MuJoCo's contact force acts from geom1 on geom2), -1 otherwise."""
         for i in range(self.data.ncon):
             contact = self.data.contact[i]
             g1, g2 = int(contact.geom1), int(contact.geom2)
             if g1 in self.ground_geoms:
-                yield i, contact, g2
+                yield i, contact, g2, 1.0
             elif g2 in self.ground_geoms:
-                yield i, contact, g1
+                yield i, contact, g1, -1.0
 
     def _foot_floor_contacts(self):
         """Yield ``(side or None, geom, point, force_on_robot_world, torque_world)``
         for every contact between the ground (floor or platform) and a robot geom."""
         f6 = np.zeros(6)
-        for i, contact, other in self._ground_contacts():
+        for i, contact, other, sign in self._ground_contacts():
             mujoco.mj_contactForce(self.model, self.data, i, f6)
             frame = contact.frame.reshape(3, 3)  # rows: normal (geom1 -> geom2), tangents
             # mj_contactForce gives the force geom1 exerts on geom2 in the contact frame.
-            sign = 1.0 if other == int(contact.geom2) else -1.0
             force = sign * frame.T @ f6[:3]
             torque = sign * frame.T @ f6[3:]
             side = next((s for s, g in self.foot_geoms.items() if g == other), None)
@@ -622,7 +622,7 @@ class Simulation:
 
     def non_foot_ground_contact(self) -> str | None:
         """Name of a body other than the feet touching the ground (floor or platform), or ``None``."""
-        for _, _, other in self._ground_contacts():
+        for _, _, other, _ in self._ground_contacts():
             if other not in self.foot_geoms.values():
                 return self.model.body(self.model.geom_bodyid[other]).name
         return None
