@@ -268,6 +268,86 @@ def test_cop_margin_shrinks_the_cop_rows_and_rejects_an_empty_region():
         Contact6D("left", robot.foot_frame_ids["left"], sole, 0.7, ContactConfig(cop_margin=0.5), fz)
 
 
+def _corner_wrench(points, forces):
+    """Net wrench [f, t] at the sole origin of point forces (4, 3) at ``points`` (4, 3)."""
+    return np.r_[forces.sum(0), sum(np.cross(p, f) for p, f in zip(points, forces))]
+
+
+def _corner_lp(corners, mut, w):
+    """Whether forces at ``corners`` (4, 3), each in the friction pyramid ``mut``, make wrench ``w``."""
+    from scipy.optimize import linprog
+
+    A_eq = np.zeros((6, 12))
+    for i, p in enumerate(corners):
+        for k in range(3):
+            e = np.eye(3)[k]
+            A_eq[:3, 3 * i + k], A_eq[3:, 3 * i + k] = e, np.cross(p, e)
+    A_ub = []
+    for i in range(4):
+        for k in (0, 1):
+            for sign in (1.0, -1.0):
+                row = np.zeros(12)
+                row[3 * i + k], row[3 * i + 2] = sign, -mut
+                A_ub.append(row)
+    lp = linprog(np.zeros(12), A_ub=np.array(A_ub), b_ub=np.zeros(len(A_ub)), A_eq=A_eq, b_eq=w,
+                 bounds=[(None, None), (None, None), (0.0, None)] * 4)
+    return lp.status == 0
+
+
+@pytest.mark.parametrize("name", ["talos", "g1"])
+def test_contact_rows_are_the_wrench_cone_of_the_sole_corners(name):
+    """Every wrench that forces at the corners of the CoP rectangle make (each force in the
+    inner friction pyramid) passes the contact rows, and every wrench that passes them is
+    made by forces at the sole's corners (a linear program); G1's sole origin is not its
+    centre.  The old yaw bound, ``|tz| <= c mu fz * half width`` about the sole origin
+    (``c`` = 0.5, 0.15 for G1), let through wrenches no corner forces make: on the toe
+    side with a sideways force, the yaw torque about the origin is small and the one about
+    the toe corners is not."""
+    from whole_body_control.config import ContactConfig
+    from whole_body_control.contacts import Contact6D
+
+    robot = load_robot(name)
+    sole = robot.feet["left"].sole
+    m, mu = 0.01, 0.7
+    c = Contact6D("left", robot.foot_frame_ids["left"], sole, mu, ContactConfig(cop_margin=m), 300.0)
+    F, lo, hi = c.force_bounds(1.0)
+    F = F[:-1]  # the normal force bounds aside
+    mut = mu / np.sqrt(2.0)
+
+    def corners(margin):
+        xs, ys = (sole.x_min + margin, sole.x_max - margin), (sole.y_min + margin, sole.y_max - margin)
+        return np.array([[x, y, 0.0] for x in xs for y in ys])
+
+    rng = np.random.default_rng(3)
+    inner = corners(m)
+    for _ in range(2000):
+        fz = rng.uniform(0.0, 100.0, 4) * (rng.uniform(size=4) < 0.75)
+        forces = np.c_[rng.uniform(-1, 1, (4, 2)) * mut * fz[:, None], fz]
+        assert np.all(F @ _corner_wrench(inner, forces) <= 1e-9)
+    tested = 0
+    half = 0.5 * max(sole.x_max - sole.x_min, sole.y_max - sole.y_min)
+    while tested < 150:
+        w = 300.0 * np.r_[rng.uniform(-mut, mut, 2), 1.0, rng.uniform(sole.y_min, sole.y_max),
+                          -rng.uniform(sole.x_min, sole.x_max), rng.uniform(-1, 1) * mut * half]
+        if np.any(F @ w > 0.0):
+            continue
+        tested += 1
+        assert _corner_lp(corners(0.0), mut, w), w
+    # toe side, 60 N sideways: some yaw torque within the old bound is out of reach
+    fz, x = 300.0, sole.x_max - m
+    y_mid = 0.5 * (sole.y_min + sole.y_max)
+    c_old = 0.15 if name == "g1" else 0.5
+    old_bound = c_old * mu * 0.5 * min(sole.x_max - sole.x_min, sole.y_max - sole.y_min) * fz
+    out = [
+        w
+        for tz in np.linspace(-old_bound, old_bound, 41)
+        for w in [np.array([0.0, 60.0, fz, y_mid * fz, -x * fz, tz])]
+        if not _corner_lp(corners(0.0), mut, w)
+    ]
+    assert out, "the old bound admitted only realisable wrenches here"
+    assert all(np.any(F @ w > 1e-9) for w in out)
+
+
 def test_a_row_the_lower_level_cannot_move_keeps_its_infinite_bound_without_nan():
     """Below the first level, an inequality row that the remaining freedom cannot move is
     dropped from that level's QP.  Contact rows have infinite lower bounds: dropping one

@@ -69,7 +69,8 @@ class ContactConfig:
     f_min / f_max: normal force bounds [N] of an established contact.
     transition_time: force ramp duration when a contact is added or removed [s].
     kd: velocity feedback on the contact acceleration constraint [1/s].
-    yaw_friction: ratio of the yaw torque bound to mu * fz * min half sole size [-].
+    yaw_friction: share of the (inner pyramid) friction coefficient the sole corners may use
+        against yaw torque in the contact wrench cone, in (0, 1] [-] (see :mod:`whole_body_control.contacts`).
     cop_margin: the CoP is kept this far inside the sole rectangle [m] (a CoP on the
         edge leaves the foot on a line contact: any torque error tips or spins it).
     """
@@ -79,7 +80,7 @@ class ContactConfig:
     f_max: float = field(default=3000.0, metadata={"gt": 0.0})
     transition_time: float = field(default=0.05, metadata={"ge": 0.0})
     kd: float = field(default=0.0, metadata={"ge": 0.0})
-    yaw_friction: float = field(default=0.5, metadata={"ge": 0.0})
+    yaw_friction: float = field(default=1.0, metadata={"gt": 0.0, "le": 1.0})
     cop_margin: float = field(default=0.0, metadata={"ge": 0.0})
 
     def validate(self) -> None:

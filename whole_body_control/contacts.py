@@ -9,8 +9,24 @@ Unilateral and friction constraints (``F f <= 0`` plus normal bounds)::
     |fx|, |fy| <= mu / sqrt(2) * fz          inner pyramid of the friction cone
     y_min fz <= tx <= y_max fz                CoP inside the sole: py = tx / fz
     -x_max fz <= ty <= -x_min fz                                px = -ty / fz
-    |tz| <= mu_z fz                           yaw friction
+    tz_min <= tz_c <= tz_max                  yaw: 8 rows, see below
     fz_min(t) <= fz <= fz_max(t)              force ramp on add / remove
+
+The yaw torque a flat sole can resist depends on where its CoP is and on
+the tangential force: on the toe line only the two toe corners grip.  The
+bound is that of the contact wrench cone of a rectangle whose corners each
+have the friction pyramid ``mu_z`` (Caron, Pham, Nakamura, "Stability of
+surface contacts for humanoid robots: closed-form formulae of the contact
+wrench cone for rectangular support areas", ICRA 2015)::
+
+    tz_min = -mu_z (X + Y) fz + |Y fx - mu_z tx_c| + |X fy - mu_z ty_c|
+    tz_max = +mu_z (X + Y) fz - |Y fx + mu_z tx_c| - |X fy + mu_z ty_c|
+
+with the torques ``t_c`` about the sole rectangle's centre ``c`` (the sole
+frame origin need not be it), ``X``, ``Y`` its half sizes (the whole sole:
+its corners are where it grips; the CoP rows keep their margin) and
+``mu_z = yaw_friction * mu / sqrt(2)``.  Each absolute value splits into two
+rows: 4 rows per bound.
 
 Adding or removing a contact ramps ``fz_max`` over ``transition_time``: on
 removal the rigid constraint is kept until the ramp reaches zero load.
@@ -30,7 +46,7 @@ from whole_body_control.state import LOCAL, RobotState
 class Contact6D:
     """A flat foot contact on sole frame ``frame_id`` with rectangle ``sole``."""
 
-    N_ROWS = 11
+    N_ROWS = 17
 
     def __init__(self, name: str, frame_id: int, sole: Sole, mu: float, config: ContactConfig, weight_share: float):
         self.name = name
@@ -57,23 +73,32 @@ class Contact6D:
             )
         x_min, x_max, y_min, y_max = s.x_min + m, s.x_max - m, s.y_min + m, s.y_max - m
         mut = mu / math.sqrt(2.0)
-        muz = self.config.yaw_friction * mu * min(s.x_max - s.x_min, s.y_max - s.y_min) * 0.5
-        #            fx    fy    fz        tx    ty   tz
-        self.F = np.array(
-            [
-                [1.0, 0.0, -mut, 0.0, 0.0, 0.0],
-                [-1.0, 0.0, -mut, 0.0, 0.0, 0.0],
-                [0.0, 1.0, -mut, 0.0, 0.0, 0.0],
-                [0.0, -1.0, -mut, 0.0, 0.0, 0.0],
-                [0.0, 0.0, -y_max, 1.0, 0.0, 0.0],
-                [0.0, 0.0, y_min, -1.0, 0.0, 0.0],
-                [0.0, 0.0, -x_max, 0.0, -1.0, 0.0],
-                [0.0, 0.0, x_min, 0.0, 1.0, 0.0],
-                [0.0, 0.0, -muz, 0.0, 0.0, 1.0],
-                [0.0, 0.0, -muz, 0.0, 0.0, -1.0],
-                [0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
-            ]
-        )
+        rows = [
+            #  fx    fy    fz      tx    ty   tz
+            [1.0, 0.0, -mut, 0.0, 0.0, 0.0],
+            [-1.0, 0.0, -mut, 0.0, 0.0, 0.0],
+            [0.0, 1.0, -mut, 0.0, 0.0, 0.0],
+            [0.0, -1.0, -mut, 0.0, 0.0, 0.0],
+            [0.0, 0.0, -y_max, 1.0, 0.0, 0.0],
+            [0.0, 0.0, y_min, -1.0, 0.0, 0.0],
+            [0.0, 0.0, -x_max, 0.0, -1.0, 0.0],
+            [0.0, 0.0, x_min, 0.0, 1.0, 0.0],
+        ]
+        # yaw rows of the rectangle's wrench cone, about its centre c: t_c = t - c x f
+        cx, cy = 0.5 * (s.x_min + s.x_max), 0.5 * (s.y_min + s.y_max)
+        hx, hy = 0.5 * (s.x_max - s.x_min), 0.5 * (s.y_max - s.y_min)
+        muz = self.config.yaw_friction * mut
+        tcx = np.array([0.0, 0.0, -cy, 1.0, 0.0, 0.0])
+        tcy = np.array([0.0, 0.0, cx, 0.0, 1.0, 0.0])
+        tcz = np.array([cy, -cx, 0.0, 0.0, 0.0, 1.0])
+        ex, ey, ez = np.eye(6)[:3]
+        for s1 in (1.0, -1.0):
+            for s2 in (1.0, -1.0):
+                # tz_c >= tz_min  and  tz_c <= tz_max
+                rows.append(-tcz - muz * (hx + hy) * ez + s1 * (hy * ex - muz * tcx) + s2 * (hx * ey - muz * tcy))
+                rows.append(tcz - muz * (hx + hy) * ez + s1 * (hy * ex + muz * tcx) + s2 * (hx * ey + muz * tcy))
+        rows.append([0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+        self.F = np.array(rows, dtype=float)
 
     # -- schedule ---------------------------------------------------------------
 

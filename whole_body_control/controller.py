@@ -467,7 +467,7 @@ class WholeBodyController:
                 e[rows] = 0.0
         # Inequalities: torque limits, friction and CoP, joint position limits.
         n_active = sum(c.active for c in contacts)
-        m = 2 * na + 11 * n_active
+        m = 2 * na + Contact6D.N_ROWS * n_active
         C = np.zeros((m, n))
         lower = np.empty(m)
         upper = np.empty(m)
@@ -481,9 +481,9 @@ class WholeBodyController:
             if not c.active:
                 continue
             F, lo, up = c.force_bounds(self.time)
-            C[r : r + 11, nv + 6 * k : nv + 6 * k + 6] = F * fs
-            lower[r : r + 11], upper[r : r + 11] = lo, up
-            r += 11
+            C[r : r + Contact6D.N_ROWS, nv + 6 * k : nv + 6 * k + 6] = F * fs
+            lower[r : r + Contact6D.N_ROWS], upper[r : r + Contact6D.N_ROWS] = lo, up
+            r += Contact6D.N_ROWS
         C[r:, 6:nv] = self._eye_na
         lower[r:], upper[r:] = self._acceleration_bounds()
         # Task levels.
