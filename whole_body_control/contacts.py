@@ -22,11 +22,11 @@ wrench cone for rectangular support areas", ICRA 2015)::
     tz_min = -mu_z (X + Y) fz + |Y fx - mu_z tx_c| + |X fy - mu_z ty_c|
     tz_max = +mu_z (X + Y) fz - |Y fx + mu_z tx_c| - |X fy + mu_z ty_c|
 
-with the torques ``t_c`` about the sole rectangle's centre ``c`` (the sole
-frame origin need not be it), ``X``, ``Y`` its half sizes (the whole sole:
-its corners are where it grips; the CoP rows keep their margin) and
-``mu_z = yaw_friction * mu / sqrt(2)``.  Each absolute value splits into two
-rows: 4 rows per bound.
+with the torques ``t_c`` about the centre ``c`` of the CoP rectangle (the
+sole shrunk by ``cop_margin``; the sole frame origin need not be its centre),
+``X``, ``Y`` its half sizes and ``mu_z = yaw_friction * mu / sqrt(2)``: the
+margin that keeps the CoP off the edges also keeps the yaw torque off the
+cone's boundary.  Each absolute value splits into two rows: 4 rows per bound.
 
 Adding or removing a contact ramps ``fz_max`` over ``transition_time``: on
 removal the rigid constraint is kept until the ramp reaches zero load.
@@ -85,8 +85,8 @@ class Contact6D:
             [0.0, 0.0, x_min, 0.0, 1.0, 0.0],
         ]
         # yaw rows of the rectangle's wrench cone, about its centre c: t_c = t - c x f
-        cx, cy = 0.5 * (s.x_min + s.x_max), 0.5 * (s.y_min + s.y_max)
-        hx, hy = 0.5 * (s.x_max - s.x_min), 0.5 * (s.y_max - s.y_min)
+        cx, cy = 0.5 * (x_min + x_max), 0.5 * (y_min + y_max)
+        hx, hy = 0.5 * (x_max - x_min), 0.5 * (y_max - y_min)
         muz = self.config.yaw_friction * mut
         tcx = np.array([0.0, 0.0, -cy, 1.0, 0.0, 0.0])
         tcy = np.array([0.0, 0.0, cx, 0.0, 1.0, 0.0])
