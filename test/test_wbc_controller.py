@@ -88,6 +88,47 @@ def test_strict_priority_higher_level_unaffected_by_conflicting_lower_level():
     assert r_stacked.task_residuals["com_low"] < r_alone.task_residuals.get("com_low", np.inf)
 
 
+def _contact_zmp(robot, q, wrenches, z0):
+    """ZMP [m] (x, y) on the plane z = z0 of the contact wrenches (sole frames) at ``q``."""
+    data = robot.model.createData()
+    pin.framesForwardKinematics(robot.model, data, q)
+    f, tau = np.zeros(3), np.zeros(3)
+    for side, fid in robot.foot_frame_ids.items():
+        oMs = data.oMf[fid]
+        fw = oMs.rotation @ wrenches[side][:3]
+        f += fw
+        tau += np.cross(oMs.translation, fw) + oMs.rotation @ wrenches[side][3:]
+    return np.array([(z0 * f[0] - tau[1]) / f[2], (tau[0] + z0 * f[1]) / f[2]])
+
+
+@pytest.mark.parametrize("zmp", [True, False])
+def test_com_task_zmp_rows_keep_the_zmp_while_the_arms_swing(zmp):
+    """G1 standing, the CoM asked to stay (acceleration 0) while the posture task swings
+    both arms forward: with ``zmp`` the contacts' ZMP stays under the CoM (the moment the
+    arms need comes from the CoM moving), without it the CoM stays and the ZMP moves."""
+    robot = load_robot("g1", fresh=False)
+    com = TaskConfig(type="com", weight=1.0, kp=100.0, kd=20.0, zmp=zmp)
+    posture = TaskConfig(type="posture", weight=1.0, kp=400.0)
+    ctrl = WholeBodyController(robot, _priority_config({"top": {"com": com}, "rest": {"posture": posture}}))
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    arms = robot.q_ref[7:].copy()
+    for name in ("left_shoulder_pitch_joint", "right_shoulder_pitch_joint"):
+        arms[robot.joint_names.index(name)] -= 1.0
+    ctrl.tasks["posture"].set_reference(arms)
+    result = ctrl.cycle(q, v)
+    assert result.ok
+    st = ctrl.state
+    z0 = min(st.placement(fid).translation[2] for fid in robot.foot_frame_ids.values())
+    p = _contact_zmp(robot, q, result.wrenches, z0)
+    com_acc = st.Jcom @ result.a + st.com_drift
+    if zmp:
+        assert np.linalg.norm(p - st.com[:2]) < 1e-4
+        assert np.linalg.norm(com_acc[:2]) > 0.05  # the CoM takes the arms' moment
+    else:
+        assert np.linalg.norm(com_acc[:2]) < 1e-4
+        assert np.linalg.norm(p - st.com[:2]) > 5e-3
+
+
 def test_config_errors_name_file_key_and_suggestion(tmp_path):
     src = load_wbc_config.__globals__["default_path"]().read_text()
     bad = tmp_path / "wbc.yaml"

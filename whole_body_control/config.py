@@ -28,6 +28,11 @@ class TaskConfig:
     squared residual inside its level.  ``frame`` (frame tasks) is a URDF frame
     name or one of ``left_foot``, ``right_foot``, ``torso``, ``base``;
     ``mask`` selects the controlled axes (x, y, z, roll, pitch, yaw).
+    ``zmp`` (CoM tasks) asks for the horizontal CoM acceleration together with
+    the centroidal angular momentum rate, so that the contacts' ZMP is the one
+    the acceleration implies without angular momentum (see
+    :class:`whole_body_control.tasks.ComTask`); False asks for the acceleration
+    alone.
     """
 
     type: TaskType
@@ -36,12 +41,15 @@ class TaskConfig:
     kd: float | None = field(default=None, metadata={"ge": 0.0})  # None: 2 sqrt(kp), critical damping
     frame: str | None = None
     mask: tuple[bool, bool, bool, bool, bool, bool] = (True, True, True, True, True, True)
+    zmp: bool = False
 
     def validate(self) -> None:
         if self.type == "frame" and not self.frame:
             raise ConfigError("a task of type 'frame' needs 'frame'")
         if self.type != "frame" and self.frame is not None:
             raise ConfigError(f"'frame' is only for tasks of type 'frame', not '{self.type}'")
+        if self.type != "com" and self.zmp:
+            raise ConfigError(f"'zmp' is only for tasks of type 'com', not '{self.type}'")
         if not any(self.mask):
             raise ConfigError("'mask' selects no axis")
 

@@ -500,7 +500,8 @@ class WholeBodyController:
                 if isinstance(task, FrameTask) and task.side is not None and self.contacts[task.side].active:
                     continue  # the contact constraint holds this foot
                 if isinstance(task, ComTask):
-                    A_a, b = task.rows(st, self._guard_com(task, warnings))
+                    height = max(st.com[2] - self._ground_height(), 1e-3)
+                    A_a, b = task.rows(st, self._guard_com(task, warnings), height if n_active else None)
                 else:
                     A_a, b = task.rows(st)
                 A = self._task_buffer(task.name, A_a.shape[0])

@@ -58,7 +58,22 @@ class Task:
 
 
 class ComTask(Task):
-    """Centre of mass position [m]."""
+    """Centre of mass position [m].
+
+    With ``config.zmp`` and the CoM ``height`` above the ground given to
+    :meth:`rows`, the horizontal rows are the moment balance of the contact
+    wrench about its ZMP ``p`` (constant height ``h``, ``lift = g + z_ddot``)::
+
+        x_ddot = lift / h (x - p_x) - L_dot_y / (m h)
+        y_ddot = lift / h (y - p_y) + L_dot_x / (m h)
+
+    A desired acceleration ``lift / h (c - p)`` (a walker's ZMP through the
+    LIPM) is asked for as ``x_ddot + L_dot_y / (m h)`` and
+    ``y_ddot - L_dot_x / (m h)``: whatever the swinging legs and arms do to
+    the angular momentum ``L``, the ZMP stays at ``p`` and the CoM moves as
+    the momentum requires, instead of the ZMP moving to keep the CoM on its
+    LIPM acceleration.
+    """
 
     def __init__(self, name: str, config: TaskConfig, com: np.ndarray):
         super().__init__(name, config)
@@ -75,10 +90,19 @@ class ComTask(Task):
     def desired_acceleration(self, state: RobotState) -> np.ndarray:
         return self.acc + self.kp * (self.pos - state.com) + self.kd * (self.vel - state.vcom)
 
-    def rows(self, state: RobotState, acc: np.ndarray | None = None):
+    def rows(self, state: RobotState, acc: np.ndarray | None = None, height: float | None = None):
         if acc is None:
             acc = self.desired_acceleration(state)
-        return state.Jcom, acc - state.com_drift
+        b = acc - state.com_drift
+        if not self.config.zmp or height is None:
+            return state.Jcom, b
+        mh = state.robot.mass * height
+        A = state.Jcom.copy()
+        A[0] += state.Ag[4] / mh
+        A[1] -= state.Ag[3] / mh
+        b[0] -= state.hg_drift[4] / mh
+        b[1] += state.hg_drift[3] / mh
+        return A, b
 
 
 class FrameTask(Task):

@@ -25,7 +25,10 @@ default CoM gains, whose PD asks for ZMP excursions the sole cannot give):
     * ``"dcm"``: the walker closes the loop on the measured DCM and its
       ``com_acc = omega^2 (c - zmp_cmd)`` is tracked as given (the horizontal
       PD of the CoM task acts on the measured state, i.e. is zero; height
-      keeps the PD).
+      keeps the PD).  With the CoM task's ``zmp`` rows (``config/wbc.yaml``)
+      this puts the contacts' ZMP at ``zmp_cmd`` while the swing leg changes
+      the angular momentum (without them a G1 swing leg moved the ZMP 3 cm
+      from it at the median of single support, 8 cm at the 95th percentile).
 """
 
 from __future__ import annotations
