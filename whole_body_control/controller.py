@@ -333,11 +333,15 @@ class WholeBodyController:
         self._polygon_cache = (key, polygon)
         return polygon
 
-    def _guard_com(self, task: ComTask, warnings: list[str]) -> np.ndarray:
-        """Desired CoM acceleration, limited to what the contacts can produce."""
+    def _guard_com(self, task: ComTask, warnings: list[str], ground: float, height: float) -> np.ndarray:
+        """Desired CoM acceleration, limited to what the contacts can produce.
+
+        ``ground`` is the height of the lowest sole in contact [m] (0 without a contact),
+        ``height`` the CoM's height above it [m] (at least 1 mm).
+        """
         st = self.state
         safety = self.config.safety
-        z_max = safety.max_com_height or self._ground_height() + 1.2 * self._com_z0
+        z_max = safety.max_com_height or ground + 1.2 * self._com_z0
         if task.pos[2] > z_max:
             warnings.append(f"CoM reference height {task.pos[2]:.3g} m clamped to {z_max:.3g} m")
             task.pos = task.pos.copy()
@@ -359,7 +363,6 @@ class WholeBodyController:
         if horiz > mu * lift:
             warnings.append(f"CoM horizontal acceleration {horiz:.3g} m/s^2 limited by friction to {mu * lift:.3g}")
             acc[:2] *= mu * lift / horiz
-        height = max(st.com[2] - self._ground_height(), 1e-3)
         zmp = st.com[:2] - height / lift * acc[:2]
         normals, offsets, poly = self._guard_polygon()
         if normals is not None and np.any(normals @ zmp > offsets):
@@ -487,6 +490,8 @@ class WholeBodyController:
         C[r:, 6:nv] = self._eye_na
         lower[r:], upper[r:] = self._acceleration_bounds()
         # Task levels.
+        ground = self._ground_height()
+        com_height = max(st.com[2] - ground, 1e-3)  # above the lowest sole in contact [m]
         levels = []
         for tasks in self.levels:
             objectives = []
@@ -500,8 +505,8 @@ class WholeBodyController:
                 if isinstance(task, FrameTask) and task.side is not None and self.contacts[task.side].active:
                     continue  # the contact constraint holds this foot
                 if isinstance(task, ComTask):
-                    height = max(st.com[2] - self._ground_height(), 1e-3)
-                    A_a, b = task.rows(st, self._guard_com(task, warnings), height if n_active else None)
+                    acc = self._guard_com(task, warnings, ground, com_height)
+                    A_a, b = task.rows(st, acc, com_height if n_active else None)
                 else:
                     A_a, b = task.rows(st)
                 A = self._task_buffer(task.name, A_a.shape[0])
