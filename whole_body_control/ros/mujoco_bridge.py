@@ -38,7 +38,6 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, Empty, Float64MultiArray, String
@@ -47,11 +46,10 @@ from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
+from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
 from whole_body_control.runner import FallDetector
 from whole_body_control.sim import SimConfig, Simulation
 
-STATE_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 
 PARAMS = [
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),

@@ -31,7 +31,7 @@ from sensor_msgs.msg import Imu, JointState
 from whole_body_control.errors import StateError
 from whole_body_control.robot import RobotModel, load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.mujoco_bridge import STATE_QOS
+from whole_body_control.ros.qos import STATE_QOS
 from whole_body_control.ros.params import INF, Param, declare, result, spin
 
 GRAVITY = np.array([0.0, 0.0, 9.81])

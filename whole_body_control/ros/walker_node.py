@@ -41,7 +41,7 @@ from whole_body_control.config import load_wbc_config
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.mujoco_bridge import STATE_QOS
+from whole_body_control.ros.qos import STATE_QOS
 from whole_body_control.ros.params import INF, Param, declare, result, spin
 from whole_body_control.state import RobotState
 from whole_body_control.walking import contacts_ahead, make_walker
