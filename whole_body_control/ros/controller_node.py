@@ -50,8 +50,8 @@ from whole_body_control.controller import WholeBodyController
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
 from whole_body_control.ros.params import INF, Param, declare, result, spin
+from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
 from whole_body_control.walking import walker_to_reference
 
 PARAMS = [

@@ -50,7 +50,6 @@ from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
 from whole_body_control.runner import FallDetector
 from whole_body_control.sim import SimConfig, Simulation
 
-
 PARAMS = [
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
     Param(

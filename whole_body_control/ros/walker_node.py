@@ -41,8 +41,8 @@ from whole_body_control.config import load_wbc_config
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.qos import STATE_QOS
 from whole_body_control.ros.params import INF, Param, declare, result, spin
+from whole_body_control.ros.qos import STATE_QOS
 from whole_body_control.state import RobotState
 from whole_body_control.walking import contacts_ahead, make_walker
 from zmp_walker import MeasuredState, WalkerError, load_walker_config
