@@ -330,8 +330,14 @@ def _corner_lp(corners, mut, w):
                 row = np.zeros(12)
                 row[3 * i + k], row[3 * i + 2] = sign, -mut
                 A_ub.append(row)
-    lp = linprog(np.zeros(12), A_ub=np.array(A_ub), b_ub=np.zeros(len(A_ub)), A_eq=A_eq, b_eq=w,
-                 bounds=[(None, None), (None, None), (0.0, None)] * 4)
+    lp = linprog(
+        np.zeros(12),
+        A_ub=np.array(A_ub),
+        b_ub=np.zeros(len(A_ub)),
+        A_eq=A_eq,
+        b_eq=w,
+        bounds=[(None, None), (None, None), (0.0, None)] * 4,
+    )
     return lp.status == 0
 
 
@@ -368,8 +374,16 @@ def test_contact_rows_are_the_wrench_cone_of_the_sole_corners(name):
     tested = 0
     half = 0.5 * max(sole.x_max - sole.x_min, sole.y_max - sole.y_min)
     while tested < 150:
-        w = 300.0 * np.r_[rng.uniform(-mut, mut, 2), 1.0, rng.uniform(sole.y_min, sole.y_max),
-                          -rng.uniform(sole.x_min, sole.x_max), rng.uniform(-1, 1) * mut * half]
+        w = (
+            300.0
+            * np.r_[
+                rng.uniform(-mut, mut, 2),
+                1.0,
+                rng.uniform(sole.y_min, sole.y_max),
+                -rng.uniform(sole.x_min, sole.x_max),
+                rng.uniform(-1, 1) * mut * half,
+            ]
+        )
         if np.any(F @ w > 0.0):
             continue
         tested += 1

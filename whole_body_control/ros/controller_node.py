@@ -1,69 +1,100 @@
-"""``whole_body_controller``: the :class:`~whole_body_control.controller.WholeBodyController`
-behind topics.
+"""``whole_body_controller``: the :class:`~whole_body_control.control_stage.ControlStage`
+behind topics, next to ros2_control.
 
-Subscribes:
-    /joint_states (sensor_msgs/JointState, matched by joint NAME),
-    /imu (sensor_msgs/Imu: finiteness and tilt checks),
-    base_state (nav_msgs/Odometry: pose in world, twist in the base frame; remap it
-    to the simulator's ground truth or the state estimator),
-    /walker/reference (trajectory_msgs/MultiDOFJointTrajectory, see docs/ros.md),
-    /e_stop (std_msgs/Bool), ~/rearm (std_msgs/Empty: leave a latched fall / e-stop).
+Subscribes (every topic is a parameter, with ros2_control's defaults):
+    ``joint_states_topic`` (sensor_msgs/JointState, matched by joint NAME; joints the
+    robot does not have are ignored), ``imu_topic`` (sensor_msgs/Imu, default
+    ``/imu_sensor_broadcaster/imu``), ``left_wrench_topic`` / ``right_wrench_topic``
+    (geometry_msgs/WrenchStamped of the foot force/torque sensors; empty: the robot
+    has none), ``base_state`` (nav_msgs/Odometry, only with ``estimator: external``:
+    remap it to the simulator's ground truth or an estimator node),
+    /walker/reference (trajectory_msgs/MultiDOFJointTrajectory, a short trajectory
+    the controller samples at its own rate; see docs/ros.md), /e_stop
+    (std_msgs/Bool), ~/rearm (std_msgs/Empty: leave a latched fall or e-stop).
 Publishes:
-    /<controller_name>/commands (std_msgs/Float64MultiArray): efforts [N m] in the
-    order of the ``joints`` parameter; the layout carries ``stamp_ns=<ns>``, the
-    stamp of the state the command was computed from;
-    ~/diagnostics (std_msgs/String, JSON): status, reason, per-level residuals,
-    solve time, active contacts, safety state; every ``diagnostics_period``.
+    /<controller_name>/commands (std_msgs/Float64MultiArray) to a
+    forward_command_controller (interface_name effort): efforts [N m] in the order of
+    that controller's ``joints`` parameter, read from ``/<controller_name>`` at
+    start (``read_joint_order``) and checked against this node's ``joints``; the
+    layout carries ``stamp_ns=<ns>``, the stamp of the state the command answers;
+    /diagnostics (diagnostic_msgs/DiagnosticArray) and ~/diagnostics (std_msgs/String,
+    JSON) every ``diagnostics_period`` (wall clock), also before the controller arms.
 
-One command per state: a command is computed when the joint states of a stamp
-arrive together with the base state (and, with ``reference_sync: exact``, the
-walking reference) of the same stamp; only the newest state is answered (no
-backlog), a re-sent state gets the same command again.
+One command per joint state, computed on arrival (the hot path: one conversion,
+:meth:`ControlStage.cycle`, one publication); diagnostics and the stale-state
+watchdog run on timers.  Lockstep (``reference_sync``/``base_sync`` ``exact``): a
+state waits for the base state and the walking reference of its stamp; the same
+state re-sent gets the same command, or damping if what it waited for never came.
 
-Safety (damping ``tau = -kd_safe v``, never a non-finite value):
-    * /joint_states older than ``stale_periods`` control periods (watchdog);
-    * non-finite joint states, base state or IMU;
-    * /e_stop true (latched until ~/rearm), IMU tilt above ``max_tilt`` (latched);
-    * before the first valid and complete state the controller is not armed.
-Joint states with missing or unknown names: a logged error naming them, no command.
-When a (non-latched) cause clears, the controller re-arms at the measured state.
-
-Runtime parameters ``tasks.<name>.weight|kp|kd|level`` change the hierarchy;
-negative values, unknown levels or emptying a level are rejected with a reason.
+Safety lives in the stage's supervisor: any state that cannot be used (missing
+joint, non-finite value, no IMU, no base state, no walking reference, stale
+joint states, an IMU tilt beyond ``max_tilt``, /e_stop) is answered with joint
+damping, never with silence.  A wrong command joint order stops the node before
+its first command, naming the joints.  A node whose clock disagrees with the
+stamps of the joint states by more than ``max_clock_offset`` (a simulated robot
+without ``use_sim_time``) refuses to control and says why.
 """
 
 from __future__ import annotations
 
+import array
 import json
 import math
 import time
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
+from rcl_interfaces.srv import GetParameters
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, Empty, Float64MultiArray, MultiArrayDimension, String
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from whole_body_control.config import load_wbc_config
-from whole_body_control.controller import WholeBodyController
+from whole_body_control.control_stage import ControlStage, Observation, StageConfig
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
 from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
-from whole_body_control.walking import walker_to_reference
 
 PARAMS = [
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
     Param("wbc_config", "", "WBC hierarchy YAML (empty: config/wbc.yaml with the robot's overlay)", read_only=True),
     Param("control_period", 0.001, "control period [s]", (1e-5, 0.1), read_only=True),
     Param("controller_name", "effort_controller", "commands go to /<controller_name>/commands", read_only=True),
-    Param("joints", [], "joint order of the commands (empty: the robot's joints in Pinocchio order)", read_only=True),
+    Param(
+        "joints",
+        [],
+        "command joint order (empty: the forward controller's `joints`, else the robot's joints in Pinocchio order)",
+        read_only=True,
+    ),
+    Param(
+        "read_joint_order",
+        True,
+        "read `joints` from the forward controller's parameter service /<controller_name>/get_parameters at start",
+        read_only=True,
+    ),
+    Param("joint_order_timeout", 1.0, "wait this long for that service [s], then use `joints`", (0.0, 60.0)),
+    Param("joint_states_topic", "/joint_states", "joint states (joint_state_broadcaster)", read_only=True),
+    Param("imu_topic", "/imu_sensor_broadcaster/imu", "base IMU (imu_sensor_broadcaster)", read_only=True),
+    Param("left_wrench_topic", "", "left foot force/torque sensor (empty: none)", read_only=True),
+    Param("right_wrench_topic", "", "right foot force/torque sensor (empty: none)", read_only=True),
+    Param(
+        "estimator",
+        "internal",
+        "'internal': base state from the IMU and leg kinematics in this process; 'external': the base_state topic",
+        read_only=True,
+    ),
+    Param("contact_force", 50.0, "internal estimator: normal force above which a foot is in contact [N]", (0.0, INF)),
     Param("stale_periods", 3, "joint states older than this many control periods -> damping", (1, 100000)),
-    Param("reference_sync", "exact", "walking reference: 'exact' (same stamp as the state), 'latest' or 'none'"),
-    Param("base_sync", "exact", "base state: 'exact' (same stamp as the joint states) or 'latest'"),
+    Param("reference_sync", "exact", "walking reference: 'exact' (lockstep: wait for it), 'latest' or 'none'"),
+    Param("base_sync", "exact", "external base state: 'exact' (same stamp as the joint states) or 'latest'"),
     Param("base_timeout", 0.01, "base_sync latest: largest base-state age accepted [s]", (0.0, 10.0)),
+    Param("fixed_dt", False, "use control_period as the time step (lockstep) instead of the stamp differences"),
     Param(
         "max_tilt", 0.8, "IMU tilt from upright above which the robot has fallen (latched damping) [rad]", (0.0, 3.2)
     ),
@@ -71,20 +102,20 @@ PARAMS = [
     Param(
         "watchdog_period",
         0.0,
-        "period of the stale-state check [s] (wall clock; 0: control_period / 2)",
+        "period of the stale-state check on the node clock [s] (0: the control period)",
         (0.0, 1.0),
         read_only=True,
     ),
-    Param("diagnostics_period", 0.1, "period of ~/diagnostics [s] (node clock)", (1e-3, 60.0)),
+    Param(
+        "max_clock_offset",
+        1.0,
+        "largest |node clock - joint state stamp| [s] accepted (0: no check; a simulated robot needs use_sim_time)",
+        (0.0, INF),
+    ),
+    Param("diagnostics_period", 0.1, "period of /diagnostics and ~/diagnostics [s] (wall clock)", (1e-3, 60.0)),
 ]
 SYNC = ("exact", "latest", "none")
-BUFFER = 32  # stamps kept per input while waiting for the others
-
-
-def _sanitize(tau: np.ndarray, tau_max: np.ndarray) -> np.ndarray:
-    """Finite torques inside the limits (non-finite entries -> 0)."""
-    tau = np.where(np.isfinite(tau), tau, 0.0)
-    return np.clip(tau, -tau_max, tau_max)
+TICKS = 4096  # tick durations kept for the diagnostics' percentiles
 
 
 class ControllerNode(Node):
@@ -95,56 +126,169 @@ class ControllerNode(Node):
         for key in ("reference_sync", "base_sync"):
             if p[key] not in SYNC or (key == "base_sync" and p[key] == "none"):
                 raise WbcError(f"parameter '{key}' must be one of {SYNC}, got '{p[key]}'")
+        if p["estimator"] not in ("internal", "external"):
+            raise WbcError(f"parameter 'estimator' must be 'internal' or 'external', got '{p['estimator']}'")
         self.robot = load_robot(p["robot"])
         config = load_wbc_config(p["wbc_config"] or None, robot=self.robot.name)
-        self.ctrl = WholeBodyController(self.robot, config)
         self.period = p["control_period"]
+        self.period_ns = cv.seconds_to_ns(self.period)
+        self.stage = ControlStage(
+            self.robot,
+            config,
+            StageConfig(
+                period=self.period,
+                stale_periods=p["stale_periods"],
+                max_tilt=p["max_tilt"],
+                fixed_dt=p["fixed_dt"],
+                estimator=p["estimator"] == "internal",
+                contact_force=p["contact_force"],
+                com_mode=p["com_mode"],
+            ),
+        )
+        self.ctrl = self.stage.ctrl
+        self.reader = cv.JointStateReader(self.robot.joint_names)
         self.joint_map = cv.JointMap(self.robot.joint_names)
-        try:
-            self.command_index = self.joint_map.indices(p["joints"] or list(self.robot.joint_names))
-        except StateError as exc:
-            raise WbcError(f"parameter 'joints': {exc}") from exc
-        self.armed = False
-        self.estop = False
-        self.latched: str | None = None  # fall / e-stop: needs ~/rearm
-        self.safety: str = "not armed: waiting for a valid and complete state"
-        self.js: dict[int, JointState] = {}
-        self.base: dict[int, Odometry] = {}
-        self.refs: dict[int, MultiDOFJointTrajectory] = {}
-        self.imu: Imu | None = None
+        self.command_index: np.ndarray | None = None  # set once the joint order is known
+        self.command_joints: list[str] = []
+        self.refs = None
+        if p["reference_sync"] != "none":
+            from whole_body_control.reference_trajectory import ReferenceBuffer
+
+            self.refs = ReferenceBuffer()
+        self.refs_received = 0
+        self.pending: tuple[int, JointState] | None = None
+        self.resent = False
+        self.base: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.imu: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.wrench_topics = {s: p[f"{s}_wrench_topic"] for s in ("left", "right") if p[f"{s}_wrench_topic"]}
+        self.wrenches: dict[str, tuple[int, np.ndarray]] = {}
+        self.seen: dict[str, int] = {}  # topic -> messages received
         self.last_answered: int | None = None
         self.last_command: Float64MultiArray | None = None
-        self.last_state_time: int | None = None  # node clock [ns] when the newest joint states arrived
-        self.last_v = np.zeros(self.robot.nv)
-        self.valid_seen = False  # a complete state was answered once: the watchdog is live
-        self.last_result = None
-        self.last_ctrl_ns: int | None = None
+        self.last_cmd = None
         self.commands = 0
         self.damping_commands = 0
-        self.tick_ms: list[float] = []
-        self._next_diag = 0
-        self._bad_names: str | None = None
+        self.tick_s = np.zeros(TICKS)
+        self.ticks = 0
+        self.started = time.monotonic()
+        self.first_command_s: float | None = None
+        self.fatal: str | None = None
+        self._clock_error: str | None = None
         self._task_names = list(self.ctrl.tasks)
         self._declare_task_params()
         self.add_on_set_parameters_callback(self.on_set_parameters)
 
-        topic = f"/{p['controller_name']}/commands"
-        self.cmd_pub = self.create_publisher(Float64MultiArray, topic, COMMAND_QOS)
+        # the command message is allocated once; its data and stamp label change per tick
+        n = self.robot.na
+        self._cmd = Float64MultiArray()
+        self._cmd.layout.dim = [
+            MultiArrayDimension(label="joints", size=n, stride=n),
+            MultiArrayDimension(label="stamp_ns=0", size=0, stride=0),
+        ]
+        self._data = np.zeros(n)
+
+        self.commands_topic = f"/{p['controller_name']}/commands"
+        self.cmd_pub = self.create_publisher(Float64MultiArray, self.commands_topic, COMMAND_QOS)
         self.diag_pub = self.create_publisher(String, "~/diagnostics", 10)
-        self.create_subscription(JointState, "/joint_states", self.on_joint_states, STATE_QOS)
-        self.create_subscription(Imu, "/imu", self.on_imu, STATE_QOS)
-        self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS)
-        self.create_subscription(MultiDOFJointTrajectory, "/walker/reference", self.on_reference, 10)
+        self.diag_array_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(JointState, p["joint_states_topic"], self.on_joint_states, STATE_QOS)
+        self.create_subscription(Imu, p["imu_topic"], self.on_imu, STATE_QOS)
+        for side, topic in self.wrench_topics.items():
+            self.create_subscription(WrenchStamped, topic, lambda m, s=side: self.on_wrench(s, m), STATE_QOS)
+        self.base_topic = None
+        if p["estimator"] == "external":
+            self.base_topic = self.resolve_topic_name("base_state")
+            self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS)
+        if self.refs is not None:
+            self.create_subscription(MultiDOFJointTrajectory, "/walker/reference", self.on_reference, 10)
         self.create_subscription(Bool, "/e_stop", self.on_estop, 10)
         self.create_subscription(Empty, "~/rearm", self.on_rearm, 10)
-        from rclpy.clock import Clock, ClockType
-
-        wd = p["watchdog_period"] or self.period / 2.0
-        self.create_timer(wd, self.watchdog, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.create_timer(p["watchdog_period"] or self.period, self.watchdog)  # node clock (sim time in lockstep)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(p["diagnostics_period"], self.publish_diagnostics, clock=steady)
+        self.create_timer(1.0, self.report_waiting, clock=steady)
+        self._resolve_joint_order(steady)
         self.get_logger().info(
             f"{self.robot.name}: {len(self.ctrl.level_names)} levels {list(self.ctrl.level_names)}, "
-            f"commands on {topic}, base state on {self.resolve_topic_name('base_state')}"
+            f"{1.0 / self.period:.0f} Hz, commands on {self.commands_topic}, joint states on "
+            f"{p['joint_states_topic']}, IMU on {p['imu_topic']}, base state: "
+            + (f"{self.base_topic}" if self.base_topic else "estimated in this process")
+            + (f", walking reference on /walker/reference ({p['reference_sync']})" if self.refs else "")
         )
+
+    # -- the command joint order --------------------------------------------------------------
+
+    def _resolve_joint_order(self, steady: Clock) -> None:
+        """The forward controller's ``joints`` decide the command order; this node's
+        ``joints`` (if set) must agree with them.  No command is sent before."""
+        p = self.p
+        if not p["read_joint_order"] or p["joint_order_timeout"] <= 0:
+            self._set_joint_order(p["joints"] or list(self.robot.joint_names), "parameter 'joints'")
+            return
+        service = f"/{p['controller_name']}/get_parameters"
+        self._order_client = self.create_client(GetParameters, service)
+        self._order_deadline = time.monotonic() + p["joint_order_timeout"]
+        self._order_future = None
+
+        def poll():
+            if self.command_index is not None or self.fatal:
+                self._order_timer.cancel()
+                return
+            if self._order_future is None and self._order_client.service_is_ready():
+                self._order_future = self._order_client.call_async(GetParameters.Request(names=["joints"]))
+                self._order_future.add_done_callback(self._on_joint_order)
+            elif self._order_future is None and time.monotonic() > self._order_deadline:
+                own = p["joints"] or list(self.robot.joint_names)
+                what = "parameter 'joints'" if p["joints"] else "the robot's joint order (Pinocchio)"
+                self.get_logger().warning(
+                    f"{service} did not answer within {p['joint_order_timeout']} s: commands in {what}; "
+                    f"make sure the forward controller's `joints` list the same order"
+                )
+                self._set_joint_order(own, what)
+
+        self._order_timer = self.create_timer(0.02, poll, clock=steady)
+
+    def _on_joint_order(self, future) -> None:
+        service = f"/{self.p['controller_name']}/get_parameters"
+        try:
+            values = future.result().values
+            remote = list(values[0].string_array_value) if values else []
+        except Exception as exc:  # noqa: BLE001 - any failure of the call is reported the same way
+            remote = []
+            self.get_logger().warning(f"{service} failed: {exc}")
+        own = list(self.p["joints"])
+        if not remote:
+            self.get_logger().warning(f"{service} has no 'joints': commands in this node's order")
+            self._set_joint_order(own or list(self.robot.joint_names), "parameter 'joints'")
+            return
+        if own and own != remote:
+            diff = [(i, a, b) for i, (a, b) in enumerate(zip(own, remote)) if a != b][:4]
+            detail = ", ".join(f"[{i}] '{a}' here, '{b}' there" for i, a, b in diff)
+            if len(own) != len(remote):
+                detail = f"{len(own)} joints here, {len(remote)} there; " + detail
+            self._stop(
+                f"command joint order mismatch: parameter 'joints' of this node and `joints` of "
+                f"/{self.p['controller_name']} differ ({detail}); no command is sent"
+            )
+            return
+        self._set_joint_order(remote, f"`joints` of /{self.p['controller_name']}")
+
+    def _set_joint_order(self, joints: list[str], source: str) -> None:
+        try:
+            self.command_index = self.joint_map.indices(joints)
+        except StateError as exc:
+            self._stop(f"command joints from {source} do not match the robot '{self.robot.name}': {exc}")
+            return
+        self.command_joints = list(joints)
+        self.get_logger().info(f"command joint order: {source} ({len(joints)} joints, first '{joints[0]}')")
+        self.try_tick()
+
+    def _stop(self, reason: str) -> None:
+        """A configuration error found at run time: no command, the node exits."""
+        self.fatal = reason
+        self.get_logger().fatal(reason)
+        self.publish_diagnostics()
+        raise WbcError(reason)
 
     # -- parameters --------------------------------------------------------------------------
 
@@ -222,6 +366,10 @@ class ControllerNode(Node):
                 allowed = SYNC if prm.name == "reference_sync" else SYNC[:2]
                 if prm.value not in allowed:
                     return result(f"{prm.name} must be one of {allowed}, got {prm.value!r}")
+                if prm.name == "reference_sync" and (prm.value == "none") != (self.refs is None):
+                    return result(
+                        "reference_sync can switch between 'exact' and 'latest' at run time, not to/from 'none'"
+                    )
             elif prm.name == "com_mode" and prm.value not in ("reference", "dcm"):
                 return result(f"com_mode must be 'reference' or 'dcm', got {prm.value!r}")
         reason = self._check_task_params(changes)
@@ -232,211 +380,283 @@ class ControllerNode(Node):
         for prm in params:
             if prm.name in self.p:
                 self.p[prm.name] = prm.value
+            if prm.name == "stale_periods":
+                self.stage.supervisor.stale_periods = prm.value
+            elif prm.name in ("max_tilt", "com_mode", "fixed_dt", "contact_force"):
+                setattr(self.stage.config, prm.name, prm.value)
         return result()
 
     # -- inputs --------------------------------------------------------------------------------
 
-    @staticmethod
-    def _store(buffer: dict, msg) -> int:
-        ns = cv.stamp_to_ns(msg.header.stamp)
-        buffer[ns] = msg
-        while len(buffer) > BUFFER:
-            del buffer[min(buffer)]
-        return ns
+    def _count(self, topic: str) -> None:
+        self.seen[topic] = self.seen.get(topic, 0) + 1
 
     def on_joint_states(self, msg: JointState) -> None:
-        ns = self._store(self.js, msg)
-        self.last_state_time = self.get_clock().now().nanoseconds
-        if ns == self.last_answered and self.last_command is not None:
-            self.cmd_pub.publish(self.last_command)  # re-sent state: same answer
-            return
-        self.try_tick()
-
-    def on_base(self, msg: Odometry) -> None:
-        self._store(self.base, msg)
-        self.try_tick()
-
-    def on_reference(self, msg: MultiDOFJointTrajectory) -> None:
-        self._store(self.refs, msg)
+        self.stage.supervisor.received(self.get_clock().now().nanoseconds)
+        self._count("joint_states")
+        ns = cv.stamp_to_ns(msg.header.stamp)
+        if ns == self.last_answered:
+            if self.last_command is not None:
+                self.cmd_pub.publish(self.last_command)  # a re-sent state gets the same answer
+                return
+        if self.pending is not None and self.pending[0] == ns:
+            self.resent = True  # the robot re-sends a state we could not answer yet
+        else:
+            self.resent = False
+        self.pending = (ns, msg)
         self.try_tick()
 
     def on_imu(self, msg: Imu) -> None:
-        self.imu = msg
+        self._count("imu")
+        self.imu = cv.imu_from_msg(msg)
+
+    def on_wrench(self, side: str, msg: WrenchStamped) -> None:
+        self._count(f"{side}_wrench")
+        self.wrenches[side] = (self.get_clock().now().nanoseconds, cv.wrench_from_msg(msg))
+
+    def on_base(self, msg: Odometry) -> None:
+        self._count("base_state")
+        ns = cv.stamp_to_ns(msg.header.stamp)
+        self.base[ns] = cv.base_from_odometry(msg)
+        while len(self.base) > 32:
+            del self.base[min(self.base)]
+        self.try_tick()
+
+    def on_reference(self, msg: MultiDOFJointTrajectory) -> None:
+        self._count("reference")
+        try:
+            self.refs.add(cv.reference_trajectory_from_msg(msg))
+        except StateError as exc:
+            self.get_logger().error(f"/walker/reference rejected: {exc}", throttle_duration_sec=1.0)
+            return
+        self.refs_received += 1
+        self.try_tick()
 
     def on_estop(self, msg: Bool) -> None:
-        if msg.data and not self.estop:
+        was = self.stage.supervisor.latched
+        self.stage.supervisor.press(bool(msg.data))
+        if msg.data and was is None:
             self.get_logger().error("e-stop: damping until released and re-armed (~/rearm)")
-            self.latched = "e-stop"
-        self.estop = bool(msg.data)
 
     def on_rearm(self, _msg: Empty) -> None:
-        if self.estop:
-            self.get_logger().error("re-arm refused: the e-stop is still pressed")
-            return
-        self.get_logger().info(f"re-armed (was: {self.latched})")
-        self.latched = None
-        self.armed = False  # re-seeded at the next valid state
+        why = self.stage.rearm()
+        self.get_logger().error(why) if why else self.get_logger().info("re-armed")
 
     # -- the tick --------------------------------------------------------------------------------
 
-    def _select(self):
-        """(stamp, joint states, base, reference or None) to answer, or None to wait."""
-        if not self.js:
-            return None
-        ns = max(self.js)
-        if self.last_answered is not None and ns <= self.last_answered:
-            return None
-        js = self.js[ns]
+    def _base_for(self, ns: int):
+        """(base, wait): the external base state for the stamp, or whether to wait for it."""
         if self.p["base_sync"] == "exact":
             base = self.base.get(ns)
-        else:
-            base = self.base[max(self.base)] if self.base else None
-            if base is not None and abs(ns - cv.stamp_to_ns(base.header.stamp)) > self.p["base_timeout"] * 1e9:
-                base = None
-        if base is None:
+            return base, base is None and not self.resent
+        if not self.base:
+            return None, False
+        newest = max(self.base)
+        if abs(ns - newest) > self.p["base_timeout"] * 1e9:
+            return None, False
+        return self.base[newest], False
+
+    def _reference_for(self, ns: int):
+        """(reference, why missing, wait)."""
+        refs = self.refs
+        if refs.covers(ns):
+            return refs.at(ns), "", False
+        if self.p["reference_sync"] == "exact" and not self.resent:
+            return None, "", True
+        if self.refs_received == 0:
+            return None, "waiting for /walker/reference", False
+        end = refs.end_ns
+        return (
+            None,
+            f"no walking reference at t = {ns * 1e-9:.3f} s (the walker's last ends at {end * 1e-9:.3f} s)",
+            False,
+        )
+
+    def _wrenches(self, now_ns: int) -> dict | None:
+        if not self.wrench_topics:
             return None
-        ref = None
-        sync = self.p["reference_sync"]
-        if sync == "exact":
-            ref = self.refs.get(ns)
-            if ref is None:
-                return None
-        elif sync == "latest" and self.refs:
-            ref = self.refs[max(self.refs)]
-        return ns, js, base, ref
+        if len(self.wrenches) < len(self.wrench_topics):
+            silent = [t for s, t in self.wrench_topics.items() if s not in self.wrenches]
+            self.get_logger().error(
+                f"no message on {silent} (configured foot force/torque sensors): "
+                "contacts from the walking schedule instead",
+                throttle_duration_sec=1.0,
+            )
+            return None
+        old = [self.wrench_topics[s] for s, (t, _) in self.wrenches.items() if now_ns - t > 0.1e9]
+        if old:
+            self.get_logger().error(
+                f"{old} silent for more than 0.1 s: contacts from the walking schedule instead",
+                throttle_duration_sec=1.0,
+            )
+            return None
+        return {s: w for s, (_, w) in self.wrenches.items()}
 
     def try_tick(self) -> None:
-        selected = self._select()
-        if selected is None:
+        if self.pending is None or self.command_index is None or self.fatal:
             return
-        ns, js, base, ref = selected
-        try:
-            qj, vj = cv.joints_from_msg(js, self.joint_map)
-        except StateError as exc:
-            reason = f"/joint_states rejected: {exc}"
-            if reason != self._bad_names:
-                self.get_logger().error(reason + "; no command")
-            self._bad_names = reason
-            self.safety = reason
-            self.last_answered = ns
-            self._publish_diagnostics(ns, force=True)
-            return
-        self._bad_names = None
-        qb, vb = cv.base_from_odometry(base)
-        q, v = cv.assemble_state(qb, vb, qj, vj)
-        self.last_answered = ns
-        for buf in (self.js, self.base, self.refs):
-            for k in [k for k in buf if k <= ns]:
-                del buf[k]
-        imu_ok = self.imu is None or all(
-            map(math.isfinite, [*cv.imu_from_msg(self.imu)[0], *cv.imu_from_msg(self.imu)[1]])
-        )
-        finite = bool(np.all(np.isfinite(q)) and np.all(np.isfinite(v)) and imu_ok)
-        if finite:
-            self.last_v = v
-            self.valid_seen = True
         t0 = time.perf_counter()
-        reason = None
-        if not finite:
-            reason = "non-finite state (joint states, base state or IMU)"
-        elif self.estop or self.latched:
-            reason = self.latched or "e-stop"
-        if reason is not None:
-            if self.armed:
-                self.get_logger().error(f"damping: {reason}")
-            self.armed = False
-            self.safety = reason
-            self._publish(ns, self.ctrl.damping_torques(np.where(np.isfinite(v), v, 0.0)), damping=True)
-            self._publish_diagnostics(ns, force=True)
-            return
-        t = ns * 1e-9
-        if not self.armed:
-            self.ctrl.reset(q, v, t)
-            self.armed = True
-            self.last_ctrl_ns = ns
-            self.safety = ""
-            self.get_logger().info(f"armed at t = {t:.3f} s")
-        dt = self.period if self.last_ctrl_ns is None or ns == self.last_ctrl_ns else (ns - self.last_ctrl_ns) * 1e-9
-        if self.p["base_sync"] == "exact" and self.p["reference_sync"] != "latest":
-            dt = self.period  # lockstep: the nominal period, bit for bit
-        self.last_ctrl_ns = ns
-        reference = None
-        if ref is not None:
-            try:
-                wref = cv.reference_from_msg(ref)
-                contacts = {s: wref.feet[s].in_contact for s in ("left", "right")}
-                st = self.ctrl.state
-                reference = walker_to_reference(wref, contacts, self.p["com_mode"], st.com.copy(), st.vcom.copy())
-            except (StateError, WbcError) as exc:
-                self.get_logger().error(f"walking reference ignored: {exc}", throttle_duration_sec=1.0)
-        tilt = self._tilt()
-        if tilt is not None and tilt > self.p["max_tilt"]:
-            self.latched = f"fall: IMU tilt {tilt:.2f} rad > max_tilt {self.p['max_tilt']} rad"
-            self.ctrl.latch_damping(self.latched)
-            self.get_logger().error(self.latched)
-        result = self.ctrl.cycle(q, v, dt, reference)
-        self.last_result = result
-        self.tick_ms.append((time.perf_counter() - t0) * 1e3)
-        if len(self.tick_ms) > 10000:
-            del self.tick_ms[:5000]
-        self._publish(ns, result.tau, damping=result.status == "damping")
-        self._publish_diagnostics(ns)
+        ns, msg = self.pending
+        now = self.get_clock().now().nanoseconds
+        base = None
+        if self.base_topic is not None:
+            base, wait = self._base_for(ns)
+            if wait:
+                return
+        ref, missing = None, ""
+        if self.refs is not None:
+            ref, missing, wait = self._reference_for(ns)
+            if wait:
+                return
+        self.pending = None
+        q, v, missing_joints = self.reader.read(msg)
+        obs = Observation(ns, q, v, missing_joints, self.imu, base, self._wrenches(now))
+        offset = self.p["max_clock_offset"]
+        if offset > 0 and abs(now - ns) > offset * 1e9:
+            self._clock_error = (
+                f"clock mismatch: {self.p['joint_states_topic']} stamped {ns * 1e-9:.3f} s but this node's clock "
+                f"reads {now * 1e-9:.3f} s; a simulated robot needs use_sim_time:=true (or raise max_clock_offset)"
+            )
+            self.get_logger().error(self._clock_error, throttle_duration_sec=1.0)
+            missing = self._clock_error
+        else:
+            self._clock_error = None
+        for base_ns in [k for k in self.base if k < ns]:
+            del self.base[base_ns]
+        cmd = self.stage.cycle(obs, ref, missing)
+        self._publish(cmd)
+        self.last_answered = ns
+        self.tick_s[self.ticks % TICKS] = time.perf_counter() - t0
+        self.ticks += 1
+        self._log_events()
 
-    def _tilt(self) -> float | None:
-        if self.imu is None:
-            return None
-        R = cv.quat_to_rotation(self.imu.orientation)
-        return float(math.acos(max(-1.0, min(1.0, R[2, 2]))))
-
-    def _publish(self, ns: int, tau: np.ndarray, damping: bool) -> None:
-        tau = _sanitize(np.asarray(tau, dtype=float), self.robot.tau_max)
-        data = np.empty(tau.size)
-        data[self.command_index] = tau  # entry i of the command is the joint named joints[i]
-        msg = cv.command_msg(data)
-        msg.layout.dim.append(MultiArrayDimension(label=f"stamp_ns={ns}", size=0, stride=0))
+    def _publish(self, cmd) -> None:
+        data = self._data
+        data[self.command_index] = cmd.tau  # entry i of the command is the joint named joints[i]
+        msg = self._cmd
+        msg.data = array.array("d", data.tobytes())
+        msg.layout.dim[1].label = f"stamp_ns={cmd.stamp_ns}"
         self.cmd_pub.publish(msg)
         self.last_command = msg
+        self.last_cmd = cmd
         self.commands += 1
-        self.damping_commands += int(damping)
+        self.damping_commands += int(cmd.damping)
+        if self.first_command_s is None:
+            self.first_command_s = time.monotonic() - self.started
+            self.get_logger().info(
+                f"first command {self.first_command_s:.2f} s after start"
+                + (f" (damping: {cmd.reason})" if cmd.damping else "")
+            )
+
+    def _log_events(self) -> None:
+        events = self.stage.supervisor.events
+        for e in events:
+            if e.startswith(("damping", "latched")):
+                self.get_logger().error(e)
+            else:
+                self.get_logger().info(e)
+        events.clear()
 
     # -- watchdog and diagnostics -------------------------------------------------------------
 
     def watchdog(self) -> None:
-        if self.last_state_time is None or not self.valid_seen:
+        if self.command_index is None or self.fatal:
             return
-        age = (self.get_clock().now().nanoseconds - self.last_state_time) * 1e-9
-        if age >= (self.p["stale_periods"] - 0.5) * self.period:
-            reason = f"stale /joint_states: none for {age * 1e3:.1f} ms"
-            if self.armed:
-                self.get_logger().error(f"damping: {reason}")
-            self.armed = False
-            self.safety = reason
-            self._publish(self.last_answered or 0, self.ctrl.damping_torques(self.last_v), damping=True)
-            self._publish_diagnostics(self.last_answered or 0)
+        cmd = self.stage.watchdog(self.get_clock().now().nanoseconds)
+        if cmd is not None:
+            self._publish(cmd)
+            self._log_events()
 
-    def _publish_diagnostics(self, ns: int, force: bool = False) -> None:
-        now = self.get_clock().now().nanoseconds
-        if not force and now < self._next_diag:
+    def waiting_for(self) -> list[str]:
+        """The inputs the controller has not received yet (what it waits for)."""
+        p = self.p
+        out = []
+        if self.command_index is None and not self.fatal:
+            out.append(f"the joint order of /{p['controller_name']} (parameter service)")
+        if not self.seen.get("joint_states"):
+            out.append(p["joint_states_topic"])
+        if not self.seen.get("imu"):
+            out.append(p["imu_topic"])
+        if self.base_topic and not self.seen.get("base_state"):
+            out.append(self.base_topic)
+        if self.refs is not None and not self.refs_received:
+            out.append("/walker/reference")
+        out += [t for s, t in self.wrench_topics.items() if not self.seen.get(f"{s}_wrench")]
+        return out
+
+    def report_waiting(self) -> None:
+        sup = self.stage.supervisor
+        if sup.armed or self.fatal:
             return
-        self._next_diag = now + int(self.p["diagnostics_period"] * 1e9)
-        r = self.last_result
-        ticks = np.array(self.tick_ms[-2000:])
-        diag = {
-            "stamp_ns": ns,
-            "armed": self.armed,
-            "safety": self.safety,
-            "latched": self.latched,
-            "status": (r.status if r is not None else "none") if self.armed else "damping",
-            "reason": (r.reason if r is not None else "") if self.armed else self.safety,
+        waiting = self.waiting_for()
+        if waiting:
+            self.get_logger().warning(f"not armed: waiting for {', '.join(waiting)}")
+        elif self._clock_error:
+            self.get_logger().error(f"not armed: {self._clock_error}")
+        else:
+            self.get_logger().warning(f"not armed: {sup.reason}")
+
+    def diagnostics(self) -> dict:
+        sup = self.stage.supervisor
+        r = self.stage.last_result
+        n = min(self.ticks, TICKS)
+        ticks = self.tick_s[:n] * 1e3
+        waiting = self.waiting_for()
+        if self.fatal:
+            status = "error"
+        elif sup.armed:
+            status = r.status if r is not None else "ok"
+        elif waiting:
+            status = "waiting for " + ", ".join(waiting)
+        else:
+            status = "damping"
+        cmd = self.last_cmd
+        return {
+            "stamp_ns": self.last_answered,
+            "armed": sup.armed,
+            "safety": self.fatal or ("" if sup.armed else sup.reason),
+            "latched": sup.latched,
+            "status": status,
+            "reason": (cmd.reason if cmd is not None else "") if sup.armed else (self.fatal or sup.reason),
+            "waiting": waiting,
             "levels": dict(zip(r.level_names, r.residuals)) if r is not None else {},
             "solve_time_ms": r.solve_time * 1e3 if r is not None else None,
-            "tick_ms_median": float(np.median(ticks)) if ticks.size else None,
+            "tick_ms_median": float(np.median(ticks)) if n else None,
+            "tick_ms_p99": float(np.percentile(ticks, 99)) if n else None,
             "contacts": r.contacts if r is not None else {},
             "warnings": list(r.warnings) if r is not None else [],
+            "lifted": self.stage.lifted,
             "commands": self.commands,
             "damping_commands": self.damping_commands,
+            "command_joints": self.command_joints[:1] + (["..."] if len(self.command_joints) > 1 else []),
+            "first_command_s": self.first_command_s,
         }
+
+    def publish_diagnostics(self) -> None:
+        diag = self.diagnostics()
         self.diag_pub.publish(String(data=json.dumps(diag, allow_nan=True)))
+        level = DiagnosticStatus.OK
+        if self.fatal:
+            level = DiagnosticStatus.ERROR
+        elif not diag["armed"] or diag["status"] not in ("ok", "airborne"):
+            level = DiagnosticStatus.WARN if diag["waiting"] else DiagnosticStatus.ERROR
+        values = [
+            KeyValue(key=k, value=str(diag[k]))
+            for k in ("armed", "latched", "reason", "tick_ms_median", "tick_ms_p99", "commands", "damping_commands")
+        ]
+        values += [KeyValue(key=f"level {name}", value=f"{res:.3g}") for name, res in diag["levels"].items()]
+        array_msg = DiagnosticArray()
+        array_msg.header.stamp = self.get_clock().now().to_msg()
+        array_msg.status = [
+            DiagnosticStatus(
+                level=level,
+                name="whole_body_controller",
+                message=diag["status"] if diag["armed"] or diag["waiting"] else f"damping: {diag['reason']}",
+                hardware_id=self.robot.name,
+                values=values,
+            )
+        ]
+        self.diag_array_pub.publish(array_msg)
 
 
 def main(args=None) -> None:

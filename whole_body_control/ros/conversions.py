@@ -157,6 +157,56 @@ class JointMap:
         return values[self.indices(names)]
 
 
+class JointStateReader:
+    """Reads ``sensor_msgs/JointState`` into robot order, by name, for the control loop.
+
+    Unlike :class:`JointMap` it never rejects a message: names the robot does not
+    have are ignored (a robot publishes more joints than it controls: grippers,
+    passive joints), and a robot joint absent from the message, or a message
+    whose arrays are shorter than its names, reads as NaN and is listed in
+    ``missing``, so that the caller can name it and damp.  The index arrays are
+    cached per name list (the broadcaster's list does not change).
+    """
+
+    def __init__(self, joint_names):
+        self.joint_names = tuple(joint_names)
+        self._cache: dict[tuple, tuple[np.ndarray, np.ndarray, tuple[str, ...]]] = {}
+
+    def _layout(self, names: tuple) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        layout = self._cache.get(names)
+        if layout is None:
+            position = {}
+            for i, n in enumerate(names):
+                position.setdefault(n, i)  # a duplicated name: the first one counts
+            present = [k for k, n in enumerate(self.joint_names) if n in position]
+            src = np.array([position[self.joint_names[k]] for k in present], dtype=int)
+            missing = tuple(n for n in self.joint_names if n not in position)
+            layout = (np.array(present, dtype=int), src, missing)
+            if len(self._cache) > 16:
+                self._cache.clear()
+            self._cache[names] = layout
+        return layout
+
+    def read(self, msg: JointState) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+        """``(q [rad], v [rad/s], missing names)`` in robot order; NaN where missing."""
+        dst, src, missing = self._layout(tuple(msg.name))
+        n = len(self.joint_names)
+        q = np.full(n, np.nan)
+        v = np.full(n, np.nan)
+        pos = np.asarray(msg.position, dtype=float)
+        vel = np.asarray(msg.velocity, dtype=float)
+        if pos.size == len(msg.name) and vel.size == len(msg.name):
+            q[dst] = pos[src]
+            v[dst] = vel[src]
+            return q, v, missing
+        # arrays shorter than the names: what they lack is missing too
+        ok = (src < pos.size) & (src < vel.size)
+        q[dst[ok]] = pos[src[ok]]
+        v[dst[ok]] = vel[src[ok]]
+        lacking = tuple(self.joint_names[k] for k in dst[~ok])
+        return q, v, missing + lacking
+
+
 def joint_state_msg(stamp: Time, names, q_joints, v_joints, tau=None) -> JointState:
     msg = JointState()
     msg.header.stamp = stamp

@@ -45,10 +45,18 @@ class Param:
 
 
 def declare(node: Node, params: list[Param]) -> dict[str, Any]:
-    """Declare ``params`` on ``node``; returns ``{name: value}`` (overrides applied)."""
+    """Declare ``params`` on ``node``; returns ``{name: value}`` (overrides applied).
+
+    An override that is an integer for a floating-point parameter (``-p max_tilt:=1``)
+    is taken as that number, as ``ros2 param set`` users expect, rather than refused
+    as the wrong type."""
+    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them by name
     values = {}
     for p in params:
         default = p.default
+        over = overrides.get(p.name)
+        if over is not None and isinstance(p.default, float) and over.type_ == Parameter.Type.INTEGER:
+            overrides[p.name] = Parameter(p.name, value=float(over.value))
         if isinstance(default, (list, tuple)) and len(default) == 0:
             default = Parameter.Type.STRING_ARRAY  # an empty list has no type: declare as string array
         param = node.declare_parameter(p.name, default, p.descriptor())
@@ -57,29 +65,99 @@ def declare(node: Node, params: list[Param]) -> dict[str, Any]:
     return values
 
 
+def command_line_overrides(argv: list[str]) -> list[Parameter]:
+    """The ``-p name:=value`` (``--param``) arguments inside ``--ros-args`` of ``argv``.
+
+    rcl ranks a node's section of a ``--params-file`` above ``-p``; ``ros2 launch``
+    users expect the opposite (a launch argument overrides the file), so the
+    nodes hand these back to rclpy as ``parameter_overrides``, which win.  Values
+    are YAML, as rcl reads them (``-p joints:="[a, b]"``)."""
+    import yaml
+
+    out = []
+    in_ros = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--ros-args":
+            in_ros = True
+        elif arg == "--":
+            in_ros = False
+        elif in_ros and arg in ("-p", "--param") and i + 1 < len(argv):
+            name, sep, text = argv[i + 1].partition(":=")
+            if sep and ":" not in name:  # "node:name:=value" forms are rcl's to apply
+                try:
+                    value = yaml.safe_load(text)
+                except yaml.YAMLError:
+                    value = text
+                out.append(Parameter(name, value=value))
+            i += 1
+        i += 1
+    return out
+
+
 def result(reason: str = "") -> SetParametersResult:
     """``SetParametersResult``: successful when ``reason`` is empty."""
     return SetParametersResult(successful=not reason, reason=reason)
 
 
+def make_executor(context=None, logger=None):
+    """``rclpy.experimental.EventsExecutor`` (about 3x the callback rate of the
+    single-threaded executor), or the ``SingleThreadedExecutor`` where it is not
+    available, which is then logged."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    try:
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    except (ImportError, AttributeError, RuntimeError) as exc:
+        if logger is not None:
+            logger.warning(f"EventsExecutor unavailable ({exc}): using SingleThreadedExecutor")
+        return SingleThreadedExecutor(context=context)
+
+
+def spin_executor(executor, context=None) -> None:
+    """Spin until the context shuts down.  ``spin_once`` in a loop: the Kilted
+    wheels' ``EventsExecutor.spin()`` runs no timer and ignores a shutdown, while
+    its ``spin_once`` does both (checked here with a 10 Hz timer)."""
+    import rclpy
+
+    while rclpy.ok(context=context):
+        executor.spin_once(timeout_sec=0.1)
+
+
 def spin(node_class, args=None) -> None:
-    """``main()`` of a node: init, spin ``node_class()`` until Ctrl-C / SIGTERM, clean up."""
+    """``main()`` of a node: init, spin ``node_class()`` until Ctrl-C / SIGTERM, clean up.
+
+    ``-p`` overrides on the command line win over parameter files (see
+    :func:`command_line_overrides`)."""
     import signal
+    import sys
 
     import rclpy
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.executors import ExternalShutdownException
 
-    rclpy.init(args=args)
+    from whole_body_control.errors import WbcError
+
+    code = 0
+    argv = list(sys.argv if args is None else args)
+    rclpy.init(args=argv)
     signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())
     node = None
     try:
-        node = node_class()
-        executor = SingleThreadedExecutor()
+        node = node_class(parameter_overrides=command_line_overrides(argv))
+        executor = make_executor(logger=node.get_logger())
         executor.add_node(node)
-        executor.spin()
+        spin_executor(executor)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except WbcError as exc:  # a configuration error: the message, no traceback, exit code 2
+        print(f"[{node_class.__name__}] error: {exc}", file=sys.stderr, flush=True)
+        code = 2
     finally:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+    if code:
+        sys.exit(code)

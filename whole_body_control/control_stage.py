@@ -1,0 +1,360 @@
+"""The control stage: one tick of what runs next to the robot, with no I/O.
+
+``ControlStage.cycle(observation, reference) -> Command`` holds everything
+between a measured state and the joint torques sent to the robot:
+
+* the safety :class:`Supervisor` (arming, e-stop and fall latch, finiteness and
+  joint-name checks, the stale-state watchdog; one latch, one check, one clip);
+* base estimation (optional: :class:`~whole_body_control.estimation.LegOdometry`
+  on the IMU and the leg kinematics, contacts from the foot force sensors when
+  there are any, else from the walking reference's contact schedule);
+* lift detection and the airborne posture hold (foot force sensors only);
+* the :class:`~whole_body_control.controller.WholeBodyController`.
+
+A ROS node (``ros/controller_node.py``) converts messages into an
+:class:`Observation` and a :class:`Command` into a message; it holds no safety
+logic of its own.  Time is integer nanoseconds (message stamps), so that a
+lockstep run is reproducible to the bit.
+
+Safe state (``Command.damping``): ``tau = -kd_safe v`` with the joint
+velocities that are finite (zero for the others), clipped to the torque limits:
+never a non-finite value, never the last torque held.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whole_body_control.config import WbcConfig
+from whole_body_control.controller import WholeBodyController
+from whole_body_control.errors import WbcError
+from whole_body_control.estimation import SIDES, LegOdometry
+from whole_body_control.lift import LiftDetector
+from whole_body_control.robot import RobotModel
+from whole_body_control.walking import walker_to_reference
+from zmp_walker import WalkerReference
+
+
+@dataclass
+class Observation:
+    """What the robot measured at ``stamp_ns`` (robot joint order, SI).
+
+    q_joints, v_joints: joint positions [rad] and velocities [rad/s]; NaN for a
+        joint in ``missing``.
+    missing: names of the robot's joints absent from the joint-state message.
+    imu: ``(orientation xyzw (world <- base), gyro [rad/s] (base), specific force
+        [m/s^2] (base))`` or None when no IMU sample has arrived.
+    base: ``(q_base (7,), v_base (6,))`` in Pinocchio's convention from an
+        external source (ground truth, an estimator node), or None.
+    wrenches: ``{side: [f, tau]}`` of the foot force sensors [N, N m] (sole
+        frame), or None for a robot without them.
+    """
+
+    stamp_ns: int
+    q_joints: np.ndarray
+    v_joints: np.ndarray
+    missing: tuple[str, ...] = ()
+    imu: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    base: tuple[np.ndarray, np.ndarray] | None = None
+    wrenches: dict[str, np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class Command:
+    """Joint torques [N m] (robot order) answering the state of ``stamp_ns``.
+
+    ``damping``: the safe state (``-kd v``); ``status`` is the controller's
+    status or ``"damping"``; ``reason`` says why it is not ``"ok"``."""
+
+    stamp_ns: int
+    tau: np.ndarray
+    damping: bool
+    status: str
+    reason: str
+
+
+@dataclass
+class StageConfig:
+    """Settings of the stage (SI units).
+
+    period: control period [s].
+    stale_periods: a state older than this many periods is stale (watchdog).
+    max_tilt: base tilt from upright [rad] above which the robot has fallen (latched).
+    fixed_dt: use ``period`` as the controller's time step (lockstep: reproducible
+        to the bit) instead of the difference of the state stamps.
+    estimator: run :class:`LegOdometry` in the stage (True) or take the base
+        state from the observation (False).
+    contact_force: normal force [N] above which a foot with a force sensor is in contact.
+    estimator_noise: (position [m], velocity [m/s], acceleration [m/s^2]) std devs.
+    com_mode: ``"reference"`` or ``"dcm"`` (see :func:`walker_to_reference`).
+    lift_detection: detect a lifted robot from the foot force sensors and hold the posture.
+    """
+
+    period: float = 0.001
+    stale_periods: int = 3
+    max_tilt: float = 0.8
+    fixed_dt: bool = False
+    estimator: bool = False
+    contact_force: float = 50.0
+    estimator_noise: tuple[float, float, float] = (1.0e-3, 2.0e-2, 0.5)
+    com_mode: str = "reference"
+    lift_detection: bool = True
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.period) and self.period > 0):
+            raise WbcError(f"control period must be finite and > 0 [s], got {self.period}")
+        if int(self.stale_periods) != self.stale_periods or self.stale_periods < 1:
+            raise WbcError(f"stale_periods must be an integer >= 1, got {self.stale_periods}")
+
+
+@dataclass
+class Supervisor:
+    """The one safety state machine of the stack (no I/O).
+
+    ``armed``: the controller runs; it arms at the first usable state after any
+    non-latched cause has cleared.  ``latched``: a fall or an e-stop; damping
+    until :meth:`rearm`.  ``reason``: why the robot is not controlled now
+    ("" when armed).  ``last_state_ns``: the receive time of the newest state on
+    the caller's clock, for :meth:`stale`.
+    """
+
+    period_ns: int
+    stale_periods: int
+    armed: bool = False
+    latched: str | None = None
+    estop: bool = False
+    reason: str = "waiting for the first state"
+    last_state_ns: int | None = None
+    damping_count: int = 0
+    events: list[str] = field(default_factory=list)
+
+    def press(self, pressed: bool) -> None:
+        if pressed and not self.estop:
+            self._latch("e-stop")
+        self.estop = bool(pressed)
+
+    def rearm(self) -> str:
+        """Leave a latch; returns "" or why not."""
+        if self.estop:
+            return "re-arm refused: the e-stop is still pressed"
+        if self.latched is not None:
+            self.events.append(f"re-armed (was: {self.latched})")
+        self.latched = None
+        self.armed = False
+        return ""
+
+    def _latch(self, reason: str) -> None:
+        if self.latched is None:
+            self.latched = reason
+            self.events.append(f"latched: {reason}")
+
+    def fall(self, reason: str) -> None:
+        self._latch(f"fall: {reason}")
+
+    def received(self, now_ns: int) -> None:
+        self.last_state_ns = now_ns
+
+    def stale(self, now_ns: int) -> str | None:
+        """Why the newest state is too old at ``now_ns`` (caller's clock), or None.
+
+        Stale once no state came for ``stale_periods - 1/2`` periods: the next
+        check (every half period or faster) then damps within ``stale_periods``."""
+        if self.last_state_ns is None:
+            return None
+        age = now_ns - self.last_state_ns
+        if age >= (self.stale_periods - 0.5) * self.period_ns:
+            return f"stale state: none for {age * 1e-6:.1f} ms (limit {self.stale_periods} periods)"
+        return None
+
+    def refuse(self, reason: str) -> None:
+        """The state cannot be used: damping, disarmed."""
+        if self.armed:
+            self.events.append(f"damping: {reason}")
+        self.armed = False
+        self.reason = reason
+        self.damping_count += 1
+
+
+def non_finite(name: str, values: np.ndarray, labels=None) -> str | None:
+    """``"non-finite <name> of <label>"`` for the first non-finite entry, or None."""
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return None
+    i = int(np.flatnonzero(bad)[0])
+    where = f" of {labels[i]}" if labels is not None and i < len(labels) else f" [{i}]"
+    return f"non-finite {name}{where}"
+
+
+class ControlStage:
+    """See the module docstring.
+
+    Args:
+        robot: the robot model.
+        wbc_config: the controller's configuration (None: ``config/wbc.yaml``).
+        config: :class:`StageConfig`.
+    """
+
+    def __init__(self, robot: RobotModel, wbc_config: WbcConfig | None = None, config: StageConfig | None = None):
+        self.robot = robot
+        self.config = config or StageConfig()
+        self.ctrl = WholeBodyController(robot, wbc_config)
+        self.period_ns = int(round(self.config.period * 1e9))
+        self.supervisor = Supervisor(self.period_ns, self.config.stale_periods)
+        self.estimator = self._new_estimator() if self.config.estimator else None
+        self.lift = LiftDetector.for_robot(robot)
+        self.last_v = np.zeros(robot.nv)
+        self.last_ctrl_ns: int | None = None
+        self.last_stamp_ns: int | None = None
+        self.last_result = None
+        self.lifted = False
+        self.base_estimate: tuple[np.ndarray, np.ndarray] | None = None
+        self.needs_reset = True  # the controller is seeded at the next usable state
+        self.resume_ns = 20 * self.period_ns  # a shorter outage resumes without re-seeding
+
+    def _new_estimator(self) -> LegOdometry:
+        p, v, a = self.config.estimator_noise
+        return LegOdometry(self.robot, p, v, a)
+
+    # -- the tick -------------------------------------------------------------------------------
+
+    def _damping(self, stamp_ns: int, reason: str) -> Command:
+        self.supervisor.refuse(reason)
+        tau = self.ctrl.damping_torques(self.last_v)
+        return Command(stamp_ns, self._clip(tau), True, "damping", reason)
+
+    def _clip(self, tau: np.ndarray) -> np.ndarray:
+        """The one clip: finite (non-finite -> 0) and inside the torque limits."""
+        tau = np.nan_to_num(np.asarray(tau, dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+        return np.clip(tau, -self.robot.tau_max, self.robot.tau_max)
+
+    def cycle(self, obs: Observation, reference: WalkerReference | None = None, reference_missing: str = "") -> Command:
+        """Torques for the state ``obs``.
+
+        ``reference``: the walker's reference at ``obs.stamp_ns`` (None: the
+        controller keeps its own, standing); ``reference_missing``: non-empty
+        when a walking reference is expected but none covers this stamp (the
+        stage damps with that reason)."""
+        sup = self.supervisor
+        names = self.robot.joint_names
+        ns = obs.stamp_ns
+        if self.last_stamp_ns is not None and ns < self.last_stamp_ns:
+            self.reset_time()  # time went backwards (the robot or simulation was reset)
+        self.last_stamp_ns = ns
+        vj = obs.v_joints
+        finite_v = np.where(np.isfinite(vj), vj, 0.0)
+        self.last_v[6:] = finite_v
+        self.last_v[:6] = 0.0
+        if obs.missing:
+            return self._damping(ns, f"joint states lack joints {list(obs.missing)}")
+        why = non_finite("joint position", obs.q_joints, names) or non_finite("joint velocity", vj, names)
+        if why:
+            return self._damping(ns, why)
+        if obs.imu is None:
+            return self._damping(ns, "waiting for the IMU")
+        quat, gyro, accel = obs.imu
+        why = non_finite("IMU", np.concatenate([quat, gyro, accel]))
+        if why or not np.linalg.norm(quat) > 0.5:
+            return self._damping(ns, why or "IMU orientation is not a unit quaternion")
+        tilt = _tilt(quat)
+        if tilt > self.config.max_tilt:
+            sup.fall(f"IMU tilt {tilt:.2f} rad > max_tilt {self.config.max_tilt} rad")
+        if sup.latched is not None:
+            return self._damping(ns, sup.latched)
+        if reference_missing:
+            return self._damping(ns, reference_missing)
+        contacts = self._contacts(obs, reference)
+        if self.estimator is not None:
+            dt_est = 0.0 if self.last_ctrl_ns is None else max(0.0, (ns - self.last_ctrl_ns) * 1e-9)
+            p, v_world, R = self.estimator.update(dt_est, quat, gyro, accel, obs.q_joints, vj, contacts)
+            q_base = np.concatenate([p, quat / np.linalg.norm(quat)])
+            v_base = np.concatenate([R.T @ v_world, gyro])
+            self.base_estimate = (q_base, v_base)
+        elif obs.base is not None:
+            q_base, v_base = obs.base
+        else:
+            return self._damping(ns, "waiting for the base state")
+        why = non_finite("base pose", q_base) or non_finite("base velocity", v_base)
+        if why:
+            return self._damping(ns, why)
+        q = np.concatenate([q_base, obs.q_joints])
+        v = np.concatenate([v_base, vj])
+        self.last_v[:6] = v_base
+        t = ns * 1e-9
+        ctrl = self.ctrl
+        if not sup.armed:
+            gap = None if self.last_ctrl_ns is None else ns - self.last_ctrl_ns
+            if self.needs_reset or gap is None or gap > self.resume_ns:
+                ctrl.reset(q, v, t)
+                self.lift.reset()
+                self.lifted = False
+                self.needs_reset = False
+                self.last_ctrl_ns = ns
+                sup.events.append(f"armed at t = {t:.3f} s")
+            else:
+                sup.events.append(f"resumed at t = {t:.3f} s after {gap * 1e-6:.1f} ms")
+            sup.armed = True
+            sup.reason = ""
+        if self.config.fixed_dt or self.last_ctrl_ns is None or ns == self.last_ctrl_ns:
+            dt = self.config.period
+        else:
+            dt = (ns - self.last_ctrl_ns) * 1e-9
+        self.last_ctrl_ns = ns
+        if self.config.lift_detection and obs.wrenches is not None and not self.lifted:
+            expects = any(c.active for c in ctrl.contacts.values())
+            if self.lift.update(t, (obs.wrenches[s][2] for s in SIDES), expects):
+                self.lifted = True
+                ctrl.hold_airborne()
+                sup.events.append(f"lifted at t = {t:.3f} s: airborne posture hold")
+        wbc_ref = None
+        if reference is not None and not self.lifted:
+            st = ctrl.state
+            want = {s: bool(reference.feet[s].in_contact) for s in SIDES}
+            wbc_ref = walker_to_reference(reference, want, self.config.com_mode, st.com.copy(), st.vcom.copy())
+        result = ctrl.cycle(q, v, dt, wbc_ref)
+        self.last_result = result
+        damping = result.status == "damping"
+        if damping:
+            sup.damping_count += 1
+        return Command(ns, self._clip(result.tau), damping, result.status, result.reason)
+
+    def _contacts(self, obs: Observation, reference: WalkerReference | None) -> dict[str, bool]:
+        """Feet in contact for the estimator: force sensors, else the walking reference's
+        schedule, else both feet (standing)."""
+        if obs.wrenches is not None:
+            return {s: bool(obs.wrenches[s][2] > self.config.contact_force) for s in SIDES}
+        if reference is not None:
+            return {s: bool(reference.feet[s].in_contact) for s in SIDES}
+        return {s: True for s in SIDES}
+
+    def watchdog(self, now_ns: int) -> Command | None:
+        """Damping when the newest state is stale at ``now_ns`` (the caller's clock); None otherwise."""
+        why = self.supervisor.stale(now_ns)
+        if why is None or self.last_stamp_ns is None:
+            return None
+        return self._damping(self.last_stamp_ns, why)
+
+    def rearm(self) -> str:
+        """Leave a latched fall or e-stop (the controller is re-seeded); "" or why not."""
+        why = self.supervisor.rearm()
+        if not why:
+            self.needs_reset = True
+        return why
+
+    def reset_time(self) -> None:
+        """The robot's time went backwards (reset): re-arm from the next state, new estimate."""
+        self.supervisor.armed = False
+        self.supervisor.reason = "time went backwards: re-arming"
+        self.needs_reset = True
+        self.last_ctrl_ns = None
+        if self.estimator is not None:
+            self.estimator = self._new_estimator()
+
+
+def _tilt(quat_xyzw: np.ndarray) -> float:
+    """Angle [rad] between the base z axis and the world z axis."""
+    x, y, z, w = quat_xyzw / np.linalg.norm(quat_xyzw)
+    r22 = 1.0 - 2.0 * (x * x + y * y)
+    return float(math.acos(max(-1.0, min(1.0, r22))))
