@@ -151,7 +151,29 @@ def test_entry_points_import_from_install(install):
         "    assert callable(getattr(m, function)), target\n"
         f"    assert m.__file__.startswith({str(sp)!r}), (target, m.__file__)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(sp), "MUJOCO_GL": "osmesa"}
+    run_installed(install, code)
+
+
+def test_installed_code_finds_its_share(install):
+    """The installed copy reads config/ and urdf/ from ``share/whole_body_control`` of its
+    own prefix, with no ``AMENT_PREFIX_PATH`` (no sourced workspace) to point there."""
+    share = install / "share" / PACKAGE
+    code = (
+        "from zmp_walker.base.share import share_dir\n"
+        "from zmp_walker.config import default_config_path, load_walker_config\n"
+        f"assert str(share_dir()) == {str(share)!r}, share_dir()\n"
+        f"assert str(default_config_path()) == {str(share / 'config' / 'walker.yaml')!r}, default_config_path()\n"
+        "load_walker_config(robot='talos')\n"
+        "from whole_body_control.robot import robots_dir\n"
+        f"assert str(robots_dir()) == {str(share / 'config' / 'robots')!r}, robots_dir()\n"
+    )
+    run_installed(install, code)
+
+
+def run_installed(install: Path, code: str) -> None:
+    """Run ``code`` in this interpreter with the installed Python packages first on the path."""
+    env = {k: v for k, v in os.environ.items() if k != "AMENT_PREFIX_PATH"}
+    env.update(PYTHONPATH=str(site_packages(install)), MUJOCO_GL="osmesa")
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=install, env=env, capture_output=True, text=True, timeout=120
     )
