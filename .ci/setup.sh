@@ -3,7 +3,9 @@
 #
 # For a fresh Debian machine with Python 3.11, run as root (or with sudo), with no
 # TTY and no prompts. Idempotent: a second run only checks that everything is there.
-#   1. Debian packages: libosmesa6 (MuJoCo's off-screen OSMesa renderer, MUJOCO_GL=osmesa).
+#   1. Debian packages: libosmesa6 (MuJoCo's off-screen OSMesa renderer, MUJOCO_GL=osmesa);
+#      colcon, python3-colcon-ros and python3-setuptools (test/test_colcon.py builds the
+#      package as ament_python with Debian's colcon, which runs setup.py on /usr/bin/python3).
 #   2. .venv in the repo root (python3.11 -m venv), pip upgraded.
 #   3. pip install -r requirements-ros.txt -r requirements-dev.txt -e .
 # Environment: PYTHON overrides the interpreter used to create .venv.
@@ -35,7 +37,7 @@ apt_install() {
 }
 
 # -- 1. system packages ---------------------------------------------------------------
-APT_PACKAGES=(libosmesa6)
+APT_PACKAGES=(libosmesa6 colcon python3-colcon-ros python3-setuptools)
 PYTHON="${PYTHON:-}"
 if [ -z "$PYTHON" ]; then
     PYTHON="$(command -v python3.11 || command -v python3 || true)"

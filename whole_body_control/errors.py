@@ -1,12 +1,12 @@
-"""Exception hierarchy of whole_body_control: one root, specific leaves."""
+"""Exception hierarchy of whole_body_control: one root, specific leaves.
 
+The root :class:`WbcError` and :class:`ConfigError` live in the base shared with
+``zmp_walker`` (:mod:`zmp_walker.base.errors`) and are re-exported here.
+"""
 
-class WbcError(Exception):
-    """Root of every error raised by whole_body_control."""
+from zmp_walker.base.errors import ConfigError, WbcError
 
-
-class ConfigError(WbcError, ValueError):
-    """A configuration file or value is invalid; the message names file and key."""
+__all__ = ["WbcError", "ConfigError", "ModelError", "ModelMismatch", "StateError"]
 
 
 class ModelError(WbcError):

@@ -24,20 +24,9 @@ import pinocchio as pin
 
 from whole_body_control import yaml_config
 from whole_body_control.errors import ConfigError, ModelError
+from zmp_walker.base.share import share_dir  # the source checkout, or <prefix>/share/whole_body_control
 
 ERD_PREFIX = "example-robot-data:"
-
-
-def share_dir() -> Path:
-    """The package share: the source checkout, or ``<prefix>/share/whole_body_control``."""
-    here = Path(__file__).resolve().parent.parent
-    if (here / "config" / "robots").is_dir():
-        return here
-    for prefix in (sys.prefix, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)[0]):
-        candidate = Path(prefix) / "share" / "whole_body_control"
-        if (candidate / "config").is_dir():
-            return candidate
-    raise ModelError("cannot find the whole_body_control share directory (config/, urdf/)")
 
 
 @functools.cache

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,8 +46,6 @@ from whole_body_control.errors import ConfigError
 from whole_body_control.lift import LiftDetector
 from whole_body_control.report import Recorder
 from whole_body_control.robot import RobotModel
-from whole_body_control.runner import FallDetector, RunStats, push_body, record_tick
-from whole_body_control.sim import SimConfig, Simulation
 from whole_body_control.tasks import FrameReference
 from zmp_walker import (
     FootPose,
@@ -57,6 +56,11 @@ from zmp_walker import (
     WalkerReference,
     load_walker_config,
 )
+
+if TYPE_CHECKING:
+    # MuJoCo comes in with run_walk only: the hardware ROS nodes import this module for
+    # walker_to_reference, make_walker and contacts_ahead (test/test_layers.py).
+    from whole_body_control.sim import SimConfig, Simulation
 
 SIDES = ("left", "right")
 COM_MODES = ("reference", "dcm")
@@ -262,6 +266,9 @@ def run_walk(
     and the run ends ``LIFTED_HOLD`` [s] later; ``lifted_at_s`` says when
     (``None``: never lifted).
     """
+    from whole_body_control.runner import FallDetector, RunStats, push_body, record_tick
+    from whole_body_control.sim import SimConfig, Simulation
+
     if int(steps) != steps or steps < 1:
         raise ConfigError(f"steps must be a positive integer, got {steps}")
     sim_config = sim_config or SimConfig()

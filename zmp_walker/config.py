@@ -1,6 +1,6 @@
 """Walker configuration: ``config/walker.yaml`` -> frozen :class:`WalkerConfig`.
 
-Keys equal field names; the loader is :mod:`whole_body_control.yaml_config`
+Keys equal field names; the loader is :mod:`zmp_walker.base.yaml_config`
 (unknown key -> :class:`ConfigError` naming the file, the key and the closest
 valid key; bounds from field metadata).  A ``robots:`` section holds per-robot
 overlays merged recursively onto the base values::
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from whole_body_control.errors import ConfigError
-from whole_body_control.yaml_config import closest_key, from_dict, read_yaml
+from zmp_walker.base.errors import ConfigError
+from zmp_walker.base.share import share_dir
+from zmp_walker.base.yaml_config import closest_key, from_dict, read_yaml
 
 __all__ = [
     "PreviewConfig",
@@ -177,17 +176,19 @@ class WalkerConfig:
 
 
 def default_config_path() -> Path:
-    """``config/walker.yaml`` of the source checkout, or of the installed share."""
-    here = Path(__file__).resolve().parent.parent / "config" / "walker.yaml"
-    if here.is_file():
-        return here
-    prefixes = [sys.prefix, *os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)]
-    for prefix in prefixes:
-        for package in ("zmp_walker", "whole_body_control"):
-            candidate = Path(prefix) / "share" / package / "config" / "walker.yaml"
-            if candidate.is_file():
-                return candidate
-    raise ConfigError(f"cannot find config/walker.yaml (looked in {here.parent} and <prefix>/share)")
+    """``config/walker.yaml`` of the source checkout or of the installed share of
+    ``whole_body_control`` (which installs zmp_walker), else of a ``zmp_walker`` share."""
+    looked = []
+    for package in ("whole_body_control", "zmp_walker"):
+        try:
+            path = share_dir(package) / "config" / "walker.yaml"
+        except ConfigError as exc:
+            looked.append(str(exc))
+            continue
+        if path.is_file():
+            return path
+        looked.append(str(path))
+    raise ConfigError(f"cannot find config/walker.yaml: {'; '.join(looked)}")
 
 
 def _overlay(base: dict, over: dict) -> dict:

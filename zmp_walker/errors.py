@@ -1,10 +1,11 @@
 """Exception hierarchy of zmp_walker: one root under the project's ``WbcError``.
 
-Configuration errors reuse :class:`whole_body_control.errors.ConfigError` so
-that a caller catching configuration problems catches them from every package.
+Configuration errors are the base's :class:`zmp_walker.base.errors.ConfigError`
+(also ``whole_body_control.errors.ConfigError``) so that a caller catching
+configuration problems catches them from every package.
 """
 
-from whole_body_control.errors import ConfigError, WbcError
+from zmp_walker.base.errors import ConfigError, WbcError
 
 __all__ = ["ConfigError", "WalkerError", "PlanningError", "InfeasibleMpc"]
 

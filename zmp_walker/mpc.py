@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from whole_body_control.qp_backend import proxsuite
+from zmp_walker.base.qp_backend import proxsuite
 from zmp_walker.cart_table import discrete_matrices
 from zmp_walker.config import WalkerConfig
 from zmp_walker.errors import InfeasibleMpc
