@@ -199,7 +199,7 @@ class ReferenceTrajectory:
         self.times = (
             tuple(float(t) for t in times)
             if times is not None
-            else tuple((self.start_ns + k * self.period_ns) * 1e-9 for k in range(n))
+            else tuple(((self.start_ns + self.period_ns * np.arange(n)) * 1e-9).tolist())
         )
         self.omegas = tuple(float(w) for w in omegas) if omegas is not None else (math.nan,) * n
         for name, seq in (
