@@ -609,6 +609,23 @@ class _CdrReader:
         return bytes(self.data[start : start + size - 1]).decode()
 
 
+def _cdr_point_error(r: _CdrReader, n: int, widths: tuple[int, ...], what: str) -> None:
+    """Walks the points one by one and raises the first entry count that is not one per name."""
+    n_names = widths[0] // 7
+    for k in range(n):
+        for i, field in enumerate(("transforms", "velocities", "accelerations")):
+            count = r.u32()
+            if count != n_names:
+                raise StateError(
+                    f"{what}: point {k} has {count} {field} for {n_names} joint_names (one entry per name)"
+                )
+            r.align(8)
+            r.take(8 * count * (widths[i] // n_names))
+        r.align(4)
+        r.take(8)
+    raise StateError(f"{what}: serialized message of {len(r.data)} bytes does not hold {n} points")
+
+
 def reference_trajectory_from_cdr(
     data: bytes,
     period_ns: int = _DEFAULT_PERIOD_NS,
@@ -653,14 +670,9 @@ def reference_trajectory_from_cdr(
         pos += size * (n - 2)
     else:
         layout = np.array(layout)
-    if pos > len(data):
-        raise StateError(f"{what}: serialized message of {len(data)} bytes is too short for {n} points")
-    words = np.frombuffer(data, dtype="<u4", count=(pos - 4) // 4, offset=4)
-    got = words[(layout[:, 0:6:2] - 4) // 4]
-    if (got != n_names).any():
-        k, i = np.argwhere(got != n_names)[0]
-        field = ("transforms", "velocities", "accelerations")[i]
-        raise StateError(f"{what}: point {k} has {got[k, i]} {field} for {n_names} joint_names (one entry per name)")
+    words = np.frombuffer(data, dtype="<u4", count=(min(pos, len(data)) - 4) // 4, offset=4)
+    if pos > len(data) or (words[(layout[:, 0:6:2] - 4) // 4] != n_names).any():
+        _cdr_point_error(r, n, widths, what)  # not the layout of n points of n_names entries: say where
     doubles = np.frombuffer(data, dtype="<f8", count=(pos - 4) // 8, offset=4)
     first = (layout[:, 1:6:2] - 4) // 8
     T = doubles[first[:, :1] + np.arange(widths[0])].reshape(n, n_names, 7)
