@@ -197,11 +197,11 @@ class ReferenceTrajectory:
         self.phases = tuple(phases) if phases is not None else ("",) * n
         self.footsteps = tuple(footsteps) if footsteps is not None else ((),) * n
         self.times = (
-            tuple(float(t) for t in times)
+            tuple(np.asarray(times, dtype=float).tolist())
             if times is not None
             else tuple(((self.start_ns + self.period_ns * np.arange(n)) * 1e-9).tolist())
         )
-        self.omegas = tuple(float(w) for w in omegas) if omegas is not None else (math.nan,) * n
+        self.omegas = tuple(np.asarray(omegas, dtype=float).tolist()) if omegas is not None else (math.nan,) * n
         for name, seq in (
             ("phases", self.phases),
             ("footsteps", self.footsteps),
@@ -220,23 +220,16 @@ class ReferenceTrajectory:
         phase, footsteps, time and omega included."""
         if len(refs) < 1:
             raise StateError("reference trajectory: no sample")
-        vectors = np.empty((len(refs), len(VECTOR_FIELDS), 3))
-        rotations = np.empty((len(refs), 2, 3, 3))
-        contacts = np.empty((len(refs), 2), dtype=bool)
-        for k, r in enumerate(refs):
-            v = vectors[k]
-            v[0], v[1], v[2], v[3], v[4], v[5] = r.com_pos, r.com_vel, r.com_acc, r.zmp_ref, r.zmp_cmd, r.dcm_ref
-            for j, (side, row) in enumerate(((SIDES[0], _LEFT), (SIDES[1], _RIGHT))):
-                f = r.feet[side]
-                v[row], v[row + 1], v[row + 2], v[row + 3], v[row + 4] = (
-                    f.pos,
-                    f.lin_vel,
-                    f.ang_vel,
-                    f.lin_acc,
-                    f.ang_acc,
-                )
-                rotations[k, j] = f.rotation
-                contacts[k, j] = bool(f.in_contact)
+        rows, rots, contacts = [], [], []
+        for r in refs:
+            left, right = r.feet["left"], r.feet["right"]
+            rows += (r.com_pos, r.com_vel, r.com_acc, r.zmp_ref, r.zmp_cmd, r.dcm_ref)
+            rows += (left.pos, left.lin_vel, left.ang_vel, left.lin_acc, left.ang_acc)
+            rows += (right.pos, right.lin_vel, right.ang_vel, right.lin_acc, right.ang_acc)
+            rots += (left.rotation, right.rotation)
+            contacts.append((bool(left.in_contact), bool(right.in_contact)))
+        vectors = np.array(rows, dtype=float).reshape(len(refs), len(VECTOR_FIELDS), 3)
+        rotations = np.array(rots, dtype=float).reshape(len(refs), 2, 3, 3)
         return cls(
             start_ns,
             period_ns,
