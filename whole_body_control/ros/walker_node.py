@@ -131,6 +131,8 @@ class WalkerNode(Node):
         self.sample_ns = cv.seconds_to_ns(p["sample_period"] or p["control_period"])
         self.walker_period_ns = cv.seconds_to_ns(1.0 / p["rate"])
         self.horizon_ns = cv.seconds_to_ns(p["horizon"])
+        if self.sample_ns < 1:
+            raise WbcError(f"parameter 'sample_period' must be 0 (control_period) or >= 1 ns, got {p['sample_period']}")
         if self.horizon_ns < max(self.walker_period_ns, self.sample_ns):
             raise WbcError(
                 f"parameter 'horizon' ({p['horizon']} s) must be at least 1/rate ({1.0 / p['rate']} s) "
@@ -219,6 +221,7 @@ class WalkerNode(Node):
         if self.walker is None:
             self.walker = make_walker(self.robot, types.SimpleNamespace(state=self.state), self.config)
             self.end_ns = None
+            self._next_viz = 0
             self.get_logger().info(f"seeded at t = {ns * 1e-9:.3f} s")
         timeout = self.p["cmd_vel_timeout"]
         if timeout > 0 and self.cmd != (0.0, 0.0, 0.0) and self.last_cmd_ns is not None:
