@@ -358,10 +358,17 @@ def _state_msgs(robot, ns: int):
 
 
 @pytest.mark.ros
-@pytest.mark.parametrize("com_mode", ["reference", "dcm"])
-def test_walker_node_publishes_at_its_rate_and_cmd_vel_changes_the_plan(robot, com_mode):
+@pytest.mark.parametrize("com_mode, sample_period", [("reference", 0.0), ("dcm", 0.0), ("reference", 0.005)])
+def test_walker_node_publishes_at_its_rate_and_cmd_vel_changes_the_plan(robot, com_mode, sample_period):
     rate, horizon = 100.0, 0.03  # [Hz], [s]: a trajectory every 10 states, reaching 30 ms ahead
-    params = {"robot": "talos", "rate": rate, "horizon": horizon, "sample_period": 0.0, "control_period": 0.001}
+    params = {
+        "robot": "talos",
+        "rate": rate,
+        "horizon": horizon,
+        "sample_period": sample_period,
+        "control_period": 0.001,
+    }
+    step = round(sample_period * 1e9) or MS  # [ns] between samples
     spec = NodeSpec(
         *WALKER, (str(params_path("sim")),), {**params, "com_mode": com_mode}, (("base_state", GROUND_TRUTH),)
     )
@@ -453,10 +460,10 @@ def test_walker_node_publishes_at_its_rate_and_cmd_vel_changes_the_plan(robot, c
     state_ns = [ns for ns in states if ns % (10 * MS) == 0] + [jump, reset]
     assert len(got_typed) == len(got_raw) == len(state_ns)
     for i, (traj, raw) in enumerate(zip(got_typed, got_raw)):
-        assert traj.end_ns == state_ns[i] + round(horizon * 1e9) and traj.period_ns == MS
+        assert traj.end_ns == state_ns[i] + round(horizon * 1e9) and traj.period_ns == step
         assert np.array_equal(traj.vectors, raw.vectors) and np.array_equal(traj.contacts, raw.contacts)
         if 0 < i < len(state_ns) - 2:
-            assert traj.start_ns == got_typed[i - 1].end_ns + MS  # continues the last one
+            assert traj.start_ns == got_typed[i - 1].end_ns + step  # continues the last one
     assert got_typed[0].start_ns == 0 and got_typed[-2].start_ns == jump and got_typed[-1].start_ns == reset
     # the same computation without ROS, bit for bit: the walk command from the next batch on;
     # with com_mode dcm, the CoM of the state that triggered the batch (here always the same)
@@ -482,3 +489,18 @@ def test_walker_node_publishes_at_its_rate_and_cmd_vel_changes_the_plan(robot, c
             changed |= moved
     assert changed, "the /cmd_vel did not change the plan"
     assert status_walking["walking"] and status_walking["reference_end_ns"] == states[-1] + round(horizon * 1e9)
+
+
+@pytest.mark.ros
+def test_walker_node_rejects_a_horizon_shorter_than_its_period():
+    spec = NodeSpec(*WALKER, (str(params_path("sim")),), {"robot": "talos", "rate": 50.0, "horizon": 0.01})
+    with domain_id() as did:
+        logs = Path(tempfile.mkdtemp(prefix="wbc_test_walker_"))
+        procs = Processes([spec], graph_env(did), logs)
+        try:
+            proc = procs.procs[0][1]
+            proc.wait(timeout=90.0)
+        finally:
+            procs.stop()
+    assert proc.returncode != 0
+    assert "parameter 'horizon' (0.01 s) must be at least 1/rate (0.02 s)" in (logs / "zmp_walker.log").read_text()
