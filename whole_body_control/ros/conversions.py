@@ -11,14 +11,16 @@ Conventions:
     * time is carried as integer nanoseconds (:func:`stamp_to_ns`), so that
       stamps compare exactly.
 
-The walking reference travels as ``trajectory_msgs/MultiDOFJointTrajectory``
-(one point, the reference at ``header.stamp``); see :data:`REFERENCE_JOINTS`
-and ``docs/ros.md``.
+The walking reference travels as ``trajectory_msgs/MultiDOFJointTrajectory``:
+samples of the reference at ``header.stamp + time_from_start`` (uniformly spaced;
+one point: the reference at ``header.stamp``); see :data:`REFERENCE_JOINTS`,
+:func:`reference_trajectory_from_msg` and ``docs/ros.md``.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 import pinocchio as pin
@@ -40,6 +42,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 
 from whole_body_control.errors import StateError
+from whole_body_control.reference_trajectory import ReferenceTrajectory, quaternions_to_rotations
 from zmp_walker import FootRef, WalkerReference
 
 WORLD_FRAME = "world"
@@ -382,6 +385,357 @@ def reference_from_msg(msg: MultiDOFJointTrajectory, omega: float = float("nan")
         upcoming_footsteps=(),
         omega=omega,
     )
+
+
+# -- walking reference trajectory (several samples; see whole_body_control/reference_trajectory.py) --
+#
+# Message layout: the one of reference_msg for each point (REFERENCE_JOINTS), point k at
+# header.stamp + time_from_start with time_from_start = k * period.  Two equivalent paths:
+# Python message objects (reference_trajectory_msg / reference_trajectory_from_msg) and the
+# serialized CDR bytes of the same message (reference_trajectory_cdr /
+# reference_trajectory_from_cdr) for Publisher.publish(bytes) and raw subscriptions: a
+# 30-point message is about 1,600 Python message objects, which rclpy then converts.
+
+# Columns of the per-point source array (N, 30, 3): 6 entries x (translation, linear
+# velocity, angular velocity, linear acceleration, angular acceleration), entries in
+# REFERENCE_JOINTS order.  _TRAJ_ROWS[i] = the source column of VECTOR_FIELDS[i].
+_TRAJ_ROWS = np.array(
+    [
+        # com: translation, velocity, acceleration; zmp: ref (velocity), cmd (translation); dcm
+        0 * 6 + 0, 1 * 6 + 0, 3 * 6 + 0, 1 * 6 + 3, 0 * 6 + 3, 0 * 6 + 4,
+        # left_foot, right_foot: translation, twist, acceleration
+        *(kind * 6 + e for e in (1, 2) for kind in range(5)),
+    ]
+)  # fmt: skip
+_DEFAULT_PERIOD_NS = 1_000_000
+_ZERO6 = np.zeros(6)
+
+
+def _trajectory_blocks(traj: ReferenceTrajectory) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``traj`` -> per point ``transforms (N, 6, 7)`` ([x y z qx qy qz qw]), ``velocities (N, 6, 6)``
+    and ``accelerations (N, 6, 6)`` ([linear angular]) in REFERENCE_JOINTS order."""
+    n = len(traj)
+    vec = traj.vectors
+    T = np.zeros((n, 6, 7))
+    V = np.zeros((n, 6, 6))
+    A = np.zeros((n, 6, 6))
+    T[:, :, 6] = 1.0  # identity rotation
+    T[:, 0, :3], V[:, 0, :3], A[:, 0, :3] = vec[:, 0], vec[:, 1], vec[:, 2]  # com
+    for e, row, j in ((1, 6, 0), (2, 11, 1)):  # feet
+        T[:, e, :3], V[:, e, :3], V[:, e, 3:], A[:, e, :3], A[:, e, 3:] = (vec[:, row + i] for i in range(5))
+        T[:, e, 3:] = traj.quaternions[:, j]
+    T[:, 3, :3], V[:, 3, :3] = vec[:, 4], vec[:, 3]  # zmp: cmd, ref
+    T[:, 4, :3] = vec[:, 5]  # dcm
+    T[:, 5, :2] = traj.contacts  # 1.0 / 0.0
+    return T, V, A
+
+
+def _trajectory_from_blocks(start_ns: int, period_ns: int, T, V, A, what: str, omega: float) -> ReferenceTrajectory:
+    """Inverse of :func:`_trajectory_blocks` (entries already in REFERENCE_JOINTS order)."""
+    n = T.shape[0]
+    src = np.concatenate([T[:, :, :3], V[:, :, :3], V[:, :, 3:], A[:, :, :3], A[:, :, 3:]], axis=1)
+    quats = T[:, 1:3, 3:]
+    norms = np.sqrt(np.einsum("kij,kij->ki", quats, quats))
+    if not (norms > 0.0).all():  # also catches NaN
+        k, j = np.argwhere(~(norms > 0.0))[0]
+        raise StateError(f"{what}: {REFERENCE_JOINTS[1 + j]} rotation has no valid norm in point {k}")
+    quats = quats / norms[:, :, None]
+    try:
+        return ReferenceTrajectory(
+            start_ns,
+            period_ns,
+            src[:, _TRAJ_ROWS],
+            quaternions_to_rotations(quats),
+            T[:, 5, :2] > 0.5,
+            quaternions=quats,
+            omegas=np.full(n, omega),
+        )
+    except StateError as exc:
+        raise StateError(f"{what}: {exc}") from None
+
+
+def reference_trajectory_to_msg(traj: ReferenceTrajectory) -> MultiDOFJointTrajectory:
+    """:class:`ReferenceTrajectory` -> ``MultiDOFJointTrajectory``: ``header.stamp`` = first
+    sample, one point per sample at ``time_from_start = k period`` (layout of :func:`reference_msg`).
+
+    Equal message parts (zero twists, identity rotations) are shared objects: do not edit the
+    message in place."""
+    T, V, A = _trajectory_blocks(traj)
+    msg = MultiDOFJointTrajectory()
+    msg.header.stamp = ns_to_stamp(traj.start_ns)
+    msg.header.frame_id = WORLD_FRAME
+    msg.joint_names = list(REFERENCE_JOINTS)
+    zero_twist = Twist()
+    identity = Quaternion()
+
+    def vector3(x, y, z):
+        return Vector3(x=x, y=y, z=z)
+
+    def twist(t):
+        if not any(t):
+            return zero_twist
+        return Twist(linear=vector3(t[0], t[1], t[2]), angular=vector3(t[3], t[4], t[5]))
+
+    def transform(t):
+        rot = identity if t[3:] == [0.0, 0.0, 0.0, 1.0] else Quaternion(x=t[3], y=t[4], z=t[5], w=t[6])
+        return Transform(translation=vector3(t[0], t[1], t[2]), rotation=rot)
+
+    points = []
+    for k, (tk, vk, ak) in enumerate(zip(T.tolist(), V.tolist(), A.tolist())):
+        point = MultiDOFJointTrajectoryPoint()
+        point.transforms = [transform(t) for t in tk]
+        point.velocities = [twist(t) for t in vk]
+        point.accelerations = [twist(t) for t in ak]
+        sec, nanosec = divmod(k * traj.period_ns, 1_000_000_000)
+        point.time_from_start = Duration(sec=sec, nanosec=nanosec)
+        points.append(point)
+    msg.points = points
+    return msg
+
+
+def reference_trajectory_msg(start_ns: int, period_ns: int, refs) -> MultiDOFJointTrajectory:
+    """Samples ``refs`` (:class:`WalkerReference`, ``refs[k]`` at ``start_ns + k period_ns`` [ns])
+    -> ``MultiDOFJointTrajectory`` (see :func:`reference_trajectory_to_msg`)."""
+    return reference_trajectory_to_msg(ReferenceTrajectory.from_references(start_ns, period_ns, refs))
+
+
+def _reference_layout(names, what: str) -> list[int] | None:
+    """Message position of each REFERENCE_JOINTS entry (None: already in order)."""
+    names = list(names)
+    if names == list(REFERENCE_JOINTS):
+        return None
+    index = {n: i for i, n in enumerate(names)}
+    missing = [n for n in REFERENCE_JOINTS if n not in index]
+    if missing:
+        raise StateError(f"{what}: joint_names lack {missing} (has {names})")
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise StateError(f"{what}: joint_names has duplicates {duplicated}")
+    return [index[n] for n in REFERENCE_JOINTS]
+
+
+def _uniform_period(offsets_ns: list[int], default_period_ns: int, what: str) -> int:
+    """Spacing [ns] of the points' ``time_from_start`` (checked uniform); one point: the default."""
+    if len(offsets_ns) == 1:
+        return int(default_period_ns)
+    period = offsets_ns[1] - offsets_ns[0]
+    if period <= 0:
+        raise StateError(f"{what}: time_from_start must increase, points 0 and 1 are {offsets_ns[:2]} ns")
+    for k, off in enumerate(offsets_ns):
+        if off - offsets_ns[0] != k * period:
+            raise StateError(
+                f"{what}: points must be uniformly spaced: point {k} at time_from_start {off} ns, "
+                f"expected {offsets_ns[0] + k * period} ns (spacing {period} ns)"
+            )
+    return period
+
+
+def reference_trajectory_from_msg(
+    msg: MultiDOFJointTrajectory,
+    period_ns: int = _DEFAULT_PERIOD_NS,
+    omega: float = float("nan"),
+    what: str = "/walker/reference",
+) -> ReferenceTrajectory:
+    """``MultiDOFJointTrajectory`` -> :class:`ReferenceTrajectory` (phase "", no footsteps).
+
+    Sample k is at ``header.stamp + time_from_start[k]``; the points must be uniformly
+    spaced; a one-point message (:func:`reference_msg`) is a one-sample trajectory of period
+    ``period_ns`` [ns].  ``omega`` [1/s] is not carried by the message.  ``what`` names the
+    source in the errors.
+
+    Raises:
+        StateError: no point, missing or duplicated names, not one entry per name,
+            non-uniform spacing, a zero or non-finite quaternion, a non-finite value.
+    """
+    points = msg.points
+    if len(points) < 1:
+        raise StateError(f"{what}: the walking reference has no point")
+    order = _reference_layout(msg.joint_names, what)
+    n_names = len(msg.joint_names)
+    offsets = []
+    for k, p in enumerate(points):
+        if not (len(p.transforms) == len(p.velocities) == len(p.accelerations) == n_names):
+            raise StateError(
+                f"{what}: point {k} has {len(p.transforms)} transforms, {len(p.velocities)} velocities, "
+                f"{len(p.accelerations)} accelerations for {n_names} joint_names (one entry per name)"
+            )
+        d = p.time_from_start
+        offsets.append(d.sec * 1_000_000_000 + d.nanosec)
+    period = _uniform_period(offsets, period_ns, what)
+    T = np.array(
+        [
+            [
+                (
+                    t.translation.x,
+                    t.translation.y,
+                    t.translation.z,
+                    t.rotation.x,
+                    t.rotation.y,
+                    t.rotation.z,
+                    t.rotation.w,
+                )
+                for t in (p.transforms if order is None else [p.transforms[i] for i in order])
+            ]
+            for p in points
+        ]
+    )
+
+    def twists(attr):
+        return np.array(
+            [
+                [
+                    (t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z)
+                    for t in (getattr(p, attr) if order is None else [getattr(p, attr)[i] for i in order])
+                ]
+                for p in points
+            ]
+        )
+
+    start = stamp_to_ns(msg.header.stamp) + offsets[0]
+    return _trajectory_from_blocks(start, period, T, twists("velocities"), twists("accelerations"), what, omega)
+
+
+# CDR (XCDR1, little endian) of MultiDOFJointTrajectory, as rmw serializes it.
+_CDR_HEADER = b"\x00\x01\x00\x00"
+_U32 = struct.Struct("<I")
+_DURATION = struct.Struct("<iI")
+
+
+def _pad(buf: bytearray, align: int) -> None:
+    buf += bytes(-(len(buf) - 4) % align)  # alignment counts from after the encapsulation header
+
+
+def reference_trajectory_cdr(traj: ReferenceTrajectory) -> bytes:
+    """Serialized ``MultiDOFJointTrajectory`` of ``traj``: the bytes of
+    ``rclpy.serialization.serialize_message(reference_trajectory_to_msg(traj))``, for
+    ``Publisher.publish(bytes)``: for 30 points about 0.2 ms of CPU against about 8 ms
+    for building the message objects and having rclpy serialize them."""
+    T, V, A = _trajectory_blocks(traj)
+    buf = bytearray(_CDR_HEADER)
+    sec, nanosec = divmod(traj.start_ns, 1_000_000_000)
+    buf += _DURATION.pack(sec, nanosec)
+    for s in (WORLD_FRAME,):
+        buf += _U32.pack(len(s) + 1) + s.encode() + b"\x00"
+    _pad(buf, 4)
+    buf += _U32.pack(len(REFERENCE_JOINTS))
+    for s in REFERENCE_JOINTS:
+        _pad(buf, 4)
+        buf += _U32.pack(len(s) + 1) + s.encode() + b"\x00"
+    _pad(buf, 4)
+    buf += _U32.pack(len(traj))
+    count = _U32.pack(6)
+    for k in range(len(traj)):
+        for block in (T[k], V[k], A[k]):
+            _pad(buf, 4)
+            buf += count
+            _pad(buf, 8)
+            buf += block.tobytes()
+        buf += _DURATION.pack(*divmod(k * traj.period_ns, 1_000_000_000))
+    return bytes(buf)
+
+
+class _CdrReader:
+    __slots__ = ("data", "pos", "what")
+
+    def __init__(self, data: bytes, what: str):
+        self.data, self.pos, self.what = data, 4, what
+
+    def align(self, n: int) -> None:
+        self.pos += -(self.pos - 4) % n
+
+    def take(self, size: int) -> int:
+        start = self.pos
+        self.pos += size
+        if self.pos > len(self.data):
+            raise StateError(f"{self.what}: serialized message truncated at byte {start} of {len(self.data)}")
+        return start
+
+    def u32(self) -> int:
+        self.align(4)
+        return _U32.unpack_from(self.data, self.take(4))[0]
+
+    def string(self) -> str:
+        size = self.u32()
+        start = self.take(size)
+        return bytes(self.data[start : start + size - 1]).decode()
+
+
+def _cdr_point_error(r: _CdrReader, n: int, widths: tuple[int, ...], what: str) -> None:
+    """Walks the points one by one and raises the first entry count that is not one per name."""
+    n_names = widths[0] // 7
+    for k in range(n):
+        for i, field in enumerate(("transforms", "velocities", "accelerations")):
+            count = r.u32()
+            if count != n_names:
+                raise StateError(
+                    f"{what}: point {k} has {count} {field} for {n_names} joint_names (one entry per name)"
+                )
+            r.align(8)
+            r.take(8 * count * (widths[i] // n_names))
+        r.align(4)
+        r.take(8)
+    raise StateError(f"{what}: serialized message of {len(r.data)} bytes does not hold {n} points")
+
+
+def reference_trajectory_from_cdr(
+    data: bytes,
+    period_ns: int = _DEFAULT_PERIOD_NS,
+    omega: float = float("nan"),
+    what: str = "/walker/reference",
+) -> ReferenceTrajectory:
+    """Serialized ``MultiDOFJointTrajectory`` (a raw subscription's bytes) -> :class:`ReferenceTrajectory`;
+    the same result and checks as :func:`reference_trajectory_from_msg`."""
+    if bytes(data[:4]) != _CDR_HEADER:
+        raise StateError(f"{what}: not little-endian CDR (encapsulation {bytes(data[:4]).hex()})")
+    r = _CdrReader(data, what)
+    r.align(4)
+    stamp_sec, stamp_nanosec = _DURATION.unpack_from(data, r.take(8))
+    r.string()  # frame_id
+    names = [r.string() for _ in range(r.u32())]
+    order = _reference_layout(names, what)
+    n = r.u32()
+    if n < 1:
+        raise StateError(f"{what}: the walking reference has no point")
+    # offsets of every count, double block and duration (points differ only in their alignment)
+    n_names = len(names)
+    widths = (7 * n_names, 6 * n_names, 6 * n_names)
+    layout = []  # byte offsets in a point: 3 x (count, first double), then the duration
+    pos = r.pos
+    for _ in range(min(n, 2)):  # the first point may start 4 bytes off; from the second on, all are alike
+        start, offsets = pos, []
+        for width in widths:
+            pos += -(pos - 4) % 4
+            offsets.append(pos)
+            pos += 4
+            pos += -(pos - 4) % 8
+            offsets.append(pos)
+            pos += 8 * width
+        pos += -(pos - 4) % 4
+        offsets.append(pos)
+        pos += 8
+        layout.append(offsets)
+    if n > 2:
+        size = pos - start  # bytes per point from the second on
+        rest = np.array(layout[1]) + size * np.arange(1, n - 1)[:, None]
+        layout = np.concatenate([np.array(layout), rest])
+        pos += size * (n - 2)
+    else:
+        layout = np.array(layout)
+    words = np.frombuffer(data, dtype="<u4", count=(min(pos, len(data)) - 4) // 4, offset=4)
+    if pos > len(data) or (words[(layout[:, 0:6:2] - 4) // 4] != n_names).any():
+        _cdr_point_error(r, n, widths, what)  # not the layout of n points of n_names entries: say where
+    doubles = np.frombuffer(data, dtype="<f8", count=(pos - 4) // 8, offset=4)
+    first = (layout[:, 1:6:2] - 4) // 8
+    T = doubles[first[:, :1] + np.arange(widths[0])].reshape(n, n_names, 7)
+    V = doubles[first[:, 1:2] + np.arange(widths[1])].reshape(n, n_names, 6)
+    A = doubles[first[:, 2:] + np.arange(widths[2])].reshape(n, n_names, 6)
+    d = (layout[:, 6] - 4) // 4
+    offsets = (words[d].view(np.int32).astype(np.int64) * 1_000_000_000 + words[d + 1]).tolist()
+    period = _uniform_period(offsets, period_ns, what)
+    if order is not None:
+        T, V, A = T[:, order], V[:, order], A[:, order]
+    start = stamp_sec * 1_000_000_000 + stamp_nanosec + offsets[0]
+    return _trajectory_from_blocks(start, period, T, V, A, what, omega)
 
 
 def footstep_path(stamp: Time, footsteps) -> Path:

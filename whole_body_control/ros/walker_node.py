@@ -5,21 +5,29 @@ Subscribes:
     in the feet-midpoint frame; all zero stops), /goal_pose
     (geometry_msgs/PoseStamped in the world frame: walk there),
     /joint_states + base_state (nav_msgs/Odometry): the robot state; the first
-    one seeds the walker (sole poses, CoM), every one is a tick.
-Publishes (stamped with the state's stamp):
-    /walker/reference (trajectory_msgs/MultiDOFJointTrajectory, one point; see
-    :data:`~whole_body_control.ros.conversions.REFERENCE_JOINTS` and docs/ros.md);
-    every ``viz_period``: /walker/footsteps (nav_msgs/Path, upcoming footsteps),
-    /walker/markers (visualization_msgs/MarkerArray: footsteps, ZMP, CoM, support
-    polygon), /walker/status (std_msgs/String, JSON: command, walking, steps).
+    one seeds the walker (sole poses, CoM); a state is a tick.
+Publishes:
+    /walker/reference (trajectory_msgs/MultiDOFJointTrajectory): the samples of
+    the reference every ``sample_period`` [s] from ``header.stamp`` on (see
+    :func:`~whole_body_control.ros.conversions.reference_trajectory_from_msg`,
+    :class:`~whole_body_control.reference_trajectory.ReferenceBuffer` and docs/ros.md);
+    every ``viz_period`` (state stamps): /walker/footsteps (nav_msgs/Path, upcoming
+    footsteps), /walker/markers (visualization_msgs/MarkerArray: footsteps, ZMP, CoM,
+    support polygon), /walker/status (std_msgs/String, JSON: command, walking, steps).
 
-With ``com_mode: reference`` the reference does not depend on the measured
-state, so the reference for the *next* control period is published as soon as
-a state arrives (``lookahead: true``): the controller finds it waiting.  The
-contact flags are those the controller should use: a foot is released
-``contact_lead`` [s] before its lift-off (the force ramp of the controller).
-A velocity command equal to the current one is ignored (no replanning); with
-``cmd_vel_timeout`` > 0 the walk stops when no /cmd_vel came for that long.
+The walker runs at ``rate`` [Hz], driven by the state stamps (so that lockstep
+stays deterministic): when the state at ``ns`` arrives and the published samples
+do not reach past ``ns + horizon - 1/rate``, it computes the samples from the last
+published one + ``sample_period`` up to ``ns + horizon`` (one ``cycle(t)`` each, in
+increasing ``t``) and publishes them as one trajectory; every other state costs a
+dictionary look-up.  The first state seeds the walker and is answered at once;
+a state older than the last one (reset) re-seeds it.  /cmd_vel and goal changes
+apply from the first sample of the next batch.  With ``com_mode: dcm`` the CoM
+measured in the triggering state feeds every sample of its batch.  The contact
+flags are those the controller should use: a foot is released ``contact_lead``
+[s] before its lift-off (the force ramp of the controller).  A velocity command
+equal to the current one is ignored (no replanning); with ``cmd_vel_timeout`` > 0
+the walk stops when no /cmd_vel came for that long.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from whole_body_control.config import load_wbc_config
 from whole_body_control.errors import StateError, WbcError
+from whole_body_control.reference_trajectory import ReferenceTrajectory
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
@@ -53,17 +62,33 @@ PARAMS = [
     Param(
         "control_period",
         0.001,
-        "control period [s]: the reference is published for each state",
+        "control period [s]: the period of the states (default sample_period)",
         (1e-5, 0.1),
         read_only=True,
     ),
     Param(
         "com_mode",
         "reference",
-        "'reference' (planned CoM, allows lookahead) or 'dcm' (DCM feedback on the measured CoM)",
+        "'reference' (planned CoM) or 'dcm' (DCM feedback on the CoM measured at the start of each batch)",
         read_only=True,
     ),
-    Param("lookahead", True, "com_mode reference: also publish the reference of the next control period"),
+    Param(
+        "rate", 100.0, "walker rate [Hz]: a new trajectory every 1/rate [s] of state stamps", (0.1, 1e4), read_only=True
+    ),
+    Param(
+        "horizon",
+        0.03,
+        "how far ahead of the state stamp the published trajectory reaches [s] (>= 1/rate)",
+        (1e-4, 10.0),
+        read_only=True,
+    ),
+    Param(
+        "sample_period",
+        0.0,
+        "spacing of the trajectory samples [s] (0: control_period; coarser: the controller interpolates)",
+        (0.0, 1.0),
+        read_only=True,
+    ),
     Param(
         "contact_lead",
         -1.0,
@@ -103,10 +128,20 @@ class WalkerNode(Node):
         self.state = RobotState(self.robot)
         self.joint_map = cv.JointMap(self.robot.joint_names)
         self.walker = None
-        self.period_ns = cv.seconds_to_ns(p["control_period"])
+        self.sample_ns = cv.seconds_to_ns(p["sample_period"] or p["control_period"])
+        self.walker_period_ns = cv.seconds_to_ns(1.0 / p["rate"])
+        self.horizon_ns = cv.seconds_to_ns(p["horizon"])
+        if self.sample_ns < 1:
+            raise WbcError(f"parameter 'sample_period' must be 0 (control_period) or >= 1 ns, got {p['sample_period']}")
+        if self.horizon_ns < max(self.walker_period_ns, self.sample_ns):
+            raise WbcError(
+                f"parameter 'horizon' ({p['horizon']} s) must be at least 1/rate ({1.0 / p['rate']} s) "
+                f"and sample_period ({self.sample_ns * 1e-9} s)"
+            )
         self.js: dict[int, JointState] = {}
         self.base: dict[int, Odometry] = {}
-        self.published: set[int] = set()
+        self.end_ns: int | None = None  # last published sample
+        self.trajectories = 0
         self.last_ns: int | None = None
         self.cmd: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self.pending: tuple | None = None
@@ -142,26 +177,35 @@ class WalkerNode(Node):
     # -- ticks -------------------------------------------------------------------------------
 
     def on_joint_states(self, msg: JointState) -> None:
-        self.js[cv.stamp_to_ns(msg.header.stamp)] = msg
-        self.try_tick()
+        ns = cv.stamp_to_ns(msg.header.stamp)
+        self.js[ns] = msg
+        if ns in self.base:
+            self.tick(ns)
 
     def on_base(self, msg: Odometry) -> None:
-        self.base[cv.stamp_to_ns(msg.header.stamp)] = msg
-        self.try_tick()
+        ns = cv.stamp_to_ns(msg.header.stamp)
+        self.base[ns] = msg
+        if ns in self.js:
+            self.tick(ns)
 
-    def try_tick(self) -> None:
-        common = set(self.js) & set(self.base)
-        if not common:
-            return
-        ns = max(common)
-        js, base = self.js[ns], self.base[ns]
+    def due(self, ns: int) -> bool:
+        """Whether the state at ``ns`` [ns] needs a new batch of samples."""
+        if self.walker is None or self.end_ns is None or (self.last_ns is not None and ns < self.last_ns):
+            return True
+        return self.end_ns <= ns + self.horizon_ns - self.walker_period_ns
+
+    def tick(self, ns: int) -> None:
+        js, base = self.js.pop(ns), self.base.pop(ns)
         for buf in (self.js, self.base):
-            for k in [k for k in buf if k <= ns]:
-                del buf[k]
+            if buf:
+                for k in [k for k in buf if k <= ns]:
+                    del buf[k]
+        if not self.due(ns):
+            self.last_ns = ns
+            return
         if self.last_ns is not None and ns < self.last_ns:
             self.get_logger().info("time went backwards (reset): re-seeding the walker")
             self.walker = None
-            self.published.clear()
         try:
             qj, vj = cv.joints_from_msg(js, self.joint_map)
         except StateError as exc:
@@ -176,21 +220,29 @@ class WalkerNode(Node):
             self.state.update(q, v)
         if self.walker is None:
             self.walker = make_walker(self.robot, types.SimpleNamespace(state=self.state), self.config)
+            self.end_ns = None
+            self._next_viz = 0
             self.get_logger().info(f"seeded at t = {ns * 1e-9:.3f} s")
         timeout = self.p["cmd_vel_timeout"]
         if timeout > 0 and self.cmd != (0.0, 0.0, 0.0) and self.last_cmd_ns is not None:
             if ns - self.last_cmd_ns > timeout * 1e9:
                 self.get_logger().warning("no /cmd_vel for cmd_vel_timeout: stopping")
                 self.cmd, self.pending = (0.0, 0.0, 0.0), ("velocity", (0.0, 0.0, 0.0))
-        stamps = [ns]
-        if self.p["com_mode"] == "reference" and self.p["lookahead"]:
-            stamps.append(ns + self.period_ns)
-        for k in stamps:
-            if k not in self.published:
-                self.publish_reference(k)
-        self.published = {k for k in self.published if k >= ns}
+        self.publish_trajectory(ns)
 
-    def publish_reference(self, ns: int) -> None:
+    def first_sample_ns(self, ns: int) -> int:
+        """Time [ns] of the next sample to compute for the state at ``ns``: the one after the
+        last published, or (first batch, or the states jumped past the published samples)
+        the last grid point at or before ``ns``."""
+        if self.end_ns is None:
+            return ns
+        nxt = self.end_ns + self.sample_ns
+        if nxt <= ns:
+            return nxt + (ns - nxt) // self.sample_ns * self.sample_ns
+        return nxt
+
+    def publish_trajectory(self, ns: int) -> None:
+        """Samples from :meth:`first_sample_ns` to ``ns + horizon`` -> one /walker/reference."""
         walker = self.walker
         if self.pending is not None:
             kind, arg = self.pending
@@ -202,21 +254,29 @@ class WalkerNode(Node):
                     walker.set_goal(*arg)
             except WalkerError as exc:
                 self.get_logger().error(f"command rejected: {exc}")
-        t = ns * 1e-9
         measured = MeasuredState(self.state.com.copy(), self.state.vcom.copy()) if self.p["com_mode"] == "dcm" else None
-        try:
-            ref = walker.cycle(t, measured)
-        except WalkerError as exc:
-            self.get_logger().error(f"walker failed at t = {t:.3f} s: {exc}", throttle_duration_sec=1.0)
+        start = self.first_sample_ns(ns)
+        refs = []
+        for k in range(start, ns + self.horizon_ns + 1, self.sample_ns):
+            t = k * 1e-9
+            try:
+                ref = walker.cycle(t, measured)
+            except WalkerError as exc:
+                self.get_logger().error(f"walker failed at t = {t:.3f} s: {exc}", throttle_duration_sec=1.0)
+                break
+            contacts = contacts_ahead(walker, t, self.lead)
+            feet = {s: _with_contact(ref.feet[s], contacts[s]) for s in ("left", "right")}
+            refs.append(_replace(ref, feet=feet))
+        if not refs:
             return
-        contacts = contacts_ahead(walker, t, self.lead)
-        feet = {s: _with_contact(ref.feet[s], contacts[s]) for s in ("left", "right")}
-        msg = cv.reference_msg(cv.ns_to_stamp(ns), _replace(ref, feet=feet))
-        self.ref_pub.publish(msg)
-        self.published.add(ns)
+        self.ref_pub.publish(
+            cv.reference_trajectory_cdr(ReferenceTrajectory.from_references(start, self.sample_ns, refs))
+        )
+        self.end_ns = start + (len(refs) - 1) * self.sample_ns
+        self.trajectories += 1
         if ns >= self._next_viz:
             self._next_viz = ns + cv.seconds_to_ns(self.p["viz_period"])
-            self.publish_viz(ns, ref)
+            self.publish_viz(ns, refs[0])
             self.publish_status()
 
     def publish_viz(self, ns: int, ref) -> None:
@@ -265,6 +325,8 @@ class WalkerNode(Node):
             "seeded": w is not None,
             "walking": bool(w.is_walking) if w is not None else False,
             "steps_completed": int(w.steps_completed) if w is not None else 0,
+            "reference_end_ns": self.end_ns,
+            "trajectories": self.trajectories,
         }
         self.status_pub.publish(String(data=json.dumps(status)))
 
