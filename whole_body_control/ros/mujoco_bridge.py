@@ -306,7 +306,7 @@ class MujocoBridge(Node):
                 throttle_duration_sec=1.0,
             )
         elif self.damping and not damping:
-            self.get_logger().info(f"fresh command: damping ends (t = {now * 1e-9:.3f} s)")
+            self.get_logger().info(f"fresh command: damping ends (t = {now * 1e-9:.3f} s)", throttle_duration_sec=1.0)
         self.damping = damping
         for _ in range(self.substeps):
             self.applied = -self.robot.kd_safe * self.sim.v[6:] if damping else self.tau
