@@ -255,3 +255,32 @@ def test_lockstep_robot_steps_only_on_answers():
         out, err = proc.communicate(timeout=15)
     assert proc.returncode == 0, err[-2000:]
     assert json.loads(out.strip().splitlines()[-1])["time"] == pytest.approx(0.01)
+
+
+def load_bench():
+    bench = SCRIPT.parent.parent / "bench"
+    sys.path.insert(0, str(bench))  # its _common
+    try:
+        spec = importlib.util.spec_from_file_location("ros2_control_hw", bench / "ros2_control_hw.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(bench))
+    return module
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.parametrize("robot", ["talos", "g1"])
+def test_hardware_graph_lockstep_stands_and_walks_on_the_ros2_control_robot(robot):
+    """The hardware graph (walker, controller, estimator) against the robot process:
+    its own joint and command orders (the controller's ``joints`` read from the robot),
+    lockstep at 500 Hz: stands 2 s, then walks 3 s through /cmd_vel (about 70 s wall each
+    on the shared 2-core machine; bench/ros2_control_hw.py runs the longer and the
+    real-time versions)."""
+    summary = load_bench().run(robot, "lockstep", stand=2.0, walk=3.0, cmd_vel=0.2, rate=500.0)
+    print(json.dumps(summary))
+    assert summary["time"] == pytest.approx(5.0)
+    assert not summary["fell"], summary["fall_reason"]
+    assert summary["deadline_misses"] == 0
+    assert summary["distance_m"] >= 0.15
