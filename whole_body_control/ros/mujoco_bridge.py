@@ -13,9 +13,18 @@ Subscribes:
     ros2_control's forward_command_controller with interface_name effort; a
     command of the wrong size is rejected with a logged error;
     /sim/pause (std_msgs/Bool), /sim/reset (std_msgs/Empty),
-    /sim/push (geometry_msgs/WrenchStamped: force [N] in the world frame on
+    /sim/push and ~/push (geometry_msgs/WrenchStamped: force [N] in the world frame on
     ``header.frame_id`` (a body; empty: the torso) for ``push_duration`` [s], at
     the simulated time ``header.stamp`` or at once if that is not in the future).
+Services (named as mujoco_ros2_control's, with std_srvs types: its own
+mujoco_ros2_control_msgs are not available here):
+    ~/set_pause (std_srvs/SetBool: data = pause), ~/reset_world (std_srvs/Trigger:
+    the reference posture, the clock goes on), ~/step_simulation (std_srvs/Trigger:
+    ``step_periods`` control periods with the held command; only while paused).
+Diagnostics:
+    /diagnostics (diagnostic_msgs/DiagnosticArray): one DiagnosticStatus named
+    ``mujoco_bridge`` with the status fields as key/values, every ``diagnostics_period``
+    wall seconds (WARN while the command timeout damps, ERROR after a fall).
 
 Modes:
     lockstep: one control period (``control_period / timestep`` simulation steps)
@@ -26,7 +35,12 @@ Modes:
     state, otherwise it is ignored: late duplicates cannot advance the clock.
     realtime: a wall-clock timer steps every control period (scaled by
     ``real_time_factor``) with the latest command held; a step without a fresh
-    command counts as a deadline miss.
+    command counts as a deadline miss.  Command timeout (``command_timeout_periods``
+    N > 0): from the N-th consecutive period without a fresh command on, the held
+    command is replaced by joint damping ``tau = -kd_safe v`` (the robot's safe-mode
+    gains, applied at every simulation step) until a fresh command comes: a killed
+    controller does not leave its last torque applied (a forward_command_controller
+    would).  Each entry into damping is logged and counted (``command_timeouts``).
 """
 
 from __future__ import annotations
@@ -35,12 +49,14 @@ import json
 import time
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, Empty, Float64MultiArray, String
+from std_srvs.srv import SetBool, Trigger
 
 from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
@@ -66,7 +82,38 @@ PARAMS = [
     Param("resend_period", 1.0, "lockstep: re-send an unanswered state after this many wall seconds", (0.01, 60.0)),
     Param("status_period", 0.1, "period of /sim/status in simulated time [s]", (1e-3, 10.0)),
     Param("base_frame", "base_link", "child frame of the odometry and frame of the IMU", read_only=True),
+    Param(
+        "command_timeout_periods",
+        3,
+        "realtime: damping (-kd v) from this many control periods without a fresh command on (0: hold forever)",
+        (0, 1000000),
+    ),
+    Param("step_periods", 1, "control periods per ~/step_simulation call", (1, 1000000)),
+    Param("diagnostics_period", 0.5, "period of /diagnostics [s] (wall clock)", (0.01, 60.0), read_only=True),
 ]
+
+
+class CommandTimeout:
+    """Hardware-side command timeout: which effort to apply in each control period.
+
+    ``period(fresh)`` is called once per control period with whether a fresh command
+    came since the previous one; it returns True when the period must be damped: from
+    the ``limit``-th consecutive period without a fresh command on (``limit`` 0: never).
+    """
+
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self.missed = 0  # consecutive periods without a fresh command
+        self.timeouts = 0  # entries into damping
+        self.damped_periods = 0
+
+    def period(self, fresh: bool) -> bool:
+        self.missed = 0 if fresh else self.missed + 1
+        damped = self.limit > 0 and self.missed >= self.limit
+        if damped:
+            self.timeouts += self.missed == self.limit
+            self.damped_periods += 1
+        return damped
 
 
 def command_stamp(msg: Float64MultiArray) -> int | None:
@@ -113,6 +160,9 @@ class MujocoBridge(Node):
         self.finished = False
         self._pushes: list[tuple[int, str, np.ndarray]] = []
         self._next_status_ns = 0
+        self.timeout = CommandTimeout(p["command_timeout_periods"] if not self.lockstep else 0)
+        self.damping = False  # the last period was damped (command timeout)
+        self.applied = np.zeros(self.robot.na)  # effort applied in the last simulation step [N m]
 
         self.clock_pub = self.create_publisher(Clock, "/clock", STATE_QOS)
         self.js_pub = self.create_publisher(JointState, "/joint_states", STATE_QOS)
@@ -127,6 +177,12 @@ class MujocoBridge(Node):
         self.create_subscription(Bool, "/sim/pause", self.on_pause, 10)
         self.create_subscription(Empty, "/sim/reset", self.on_reset, 10)
         self.create_subscription(WrenchStamped, "/sim/push", self.on_push, 10)
+        self.create_subscription(WrenchStamped, "~/push", self.on_push, 10)
+        self.create_service(SetBool, "~/set_pause", self.srv_set_pause)
+        self.create_service(Trigger, "~/reset_world", self.srv_reset_world)
+        self.create_service(Trigger, "~/step_simulation", self.srv_step_simulation)
+        self.diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_timer(p["diagnostics_period"], self.publish_diagnostics)
         self.add_on_set_parameters_callback(self.on_set_parameters)
         if self.lockstep:
             self.create_timer(0.01, self.lockstep_watch)
@@ -144,6 +200,8 @@ class MujocoBridge(Node):
             if prm.name == "real_time_factor" and not self.lockstep:
                 self.destroy_timer(self.timer)
                 self.timer = self.create_timer(self.p["control_period"] / prm.value, self.realtime_tick)
+            if prm.name == "command_timeout_periods" and not self.lockstep:
+                self.timeout.limit = prm.value
             self.p[prm.name] = prm.value
         return result()
 
@@ -177,15 +235,43 @@ class MujocoBridge(Node):
         if was and not self.paused and self.lockstep:
             self.publish_state()  # resume: ask for the next command
 
-    def on_reset(self, _msg: Empty) -> None:
+    def on_reset(self, _msg: Empty | None = None) -> None:
         self.sim.reset(self.robot.q_ref)
         self.tau[:] = 0.0
+        self.applied[:] = 0.0
         self.fall = FallDetector(self.robot)
         self.finished = False
         self._pushes.clear()
         self.get_logger().info("simulation reset")
-        if self.lockstep and not self.paused:
-            self.publish_state()
+        if self.lockstep or self.paused:
+            self.publish_state()  # the reset state (lockstep: it asks for the next command)
+
+    # -- services (mujoco_ros2_control's names) ---------------------------------------------------
+
+    def srv_set_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        self.on_pause(Bool(data=bool(request.data)))
+        response.success, response.message = True, "paused" if self.paused else "running"
+        return response
+
+    def srv_reset_world(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self.on_reset()
+        response.success, response.message = True, f"reset to the reference posture at t = {self.now_ns() * 1e-9} s"
+        return response
+
+    def srv_step_simulation(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        if not self.paused:
+            response.success, response.message = False, "the simulation must be paused (~/set_pause)"
+            return response
+        if self.finished:
+            response.success, response.message = False, "end_time reached"
+            return response
+        n = int(self.p["step_periods"])
+        for _ in range(n):
+            self.advance()
+            if self.finished:
+                break
+        response.success, response.message = True, f"t = {self.now_ns() * 1e-9:.6f} s"
+        return response
 
     def on_push(self, msg: WrenchStamped) -> None:
         body = msg.header.frame_id or self.robot.config.torso_frame
@@ -211,9 +297,20 @@ class MujocoBridge(Node):
                 self.get_logger().error(str(exc))
         if not self.fresh_command:
             self.deadline_misses += 1
+        damping = self.timeout.period(self.fresh_command)
         self.fresh_command = False
+        if damping and not self.damping:
+            self.get_logger().warning(
+                f"command timeout: no fresh command for {self.timeout.limit} control periods, "
+                f"damping until the next one (t = {now * 1e-9:.3f} s)",
+                throttle_duration_sec=1.0,
+            )
+        elif self.damping and not damping:
+            self.get_logger().info(f"fresh command: damping ends (t = {now * 1e-9:.3f} s)", throttle_duration_sec=1.0)
+        self.damping = damping
         for _ in range(self.substeps):
-            self.sim.step(self.tau)
+            self.applied = -self.robot.kd_safe * self.sim.v[6:] if damping else self.tau
+            self.sim.step(self.applied)
         self.steps += 1
         sim = self.sim
         polygon = np.zeros((0, 2))  # height and body-contact criteria only (no capture point here)
@@ -242,7 +339,7 @@ class MujocoBridge(Node):
             self._next_status_ns = ns + cv.seconds_to_ns(self.p["status_period"])
             self.publish_status()
         # joint states last: a subscriber that has them has the rest of this instant (same stamp)
-        self.js_pub.publish(cv.joint_state_msg(stamp, robot.joint_names, q[7:], v[6:], self.tau))
+        self.js_pub.publish(cv.joint_state_msg(stamp, robot.joint_names, q[7:], v[6:], self.applied))
         self.pending_ns = None if self.finished else ns
         self.last_publish_wall = time.perf_counter()
 
@@ -261,6 +358,10 @@ class MujocoBridge(Node):
             "control_rate_hz": self.steps / wall if wall > 0 else 0.0,
             "real_time_factor": self.sim.time / wall if wall > 0 else 0.0,
             "deadline_misses": self.deadline_misses,
+            "command_timeout_periods": self.timeout.limit,
+            "command_timeouts": self.timeout.timeouts,
+            "damped_periods": self.timeout.damped_periods,
+            "damping": self.damping,
             "rejected_commands": self.rejected,
             "round_trip_ms_median": float(np.median(rt)) if rt.size else None,
             "round_trip_ms_p99": float(np.percentile(rt, 99)) if rt.size else None,
@@ -269,6 +370,22 @@ class MujocoBridge(Node):
 
     def publish_status(self) -> None:
         self.status_pub.publish(String(data=json.dumps(self.status())))
+
+    def publish_diagnostics(self) -> None:
+        status = self.status()
+        if status["fell"]:
+            level, message = DiagnosticStatus.ERROR, f"fell: {status['fall_reason']}"
+        elif status["damping"]:
+            level, message = DiagnosticStatus.WARN, "command timeout: damping"
+        else:
+            level, message = DiagnosticStatus.OK, "paused" if status["paused"] else "running"
+        values = [KeyValue(key=k, value=v if isinstance(v, str) else json.dumps(v)) for k, v in status.items()]
+        diag = DiagnosticStatus(
+            level=level, name="mujoco_bridge", message=message, hardware_id=self.robot.name, values=values
+        )
+        msg = DiagnosticArray(status=[diag])
+        msg.header.stamp = cv.ns_to_stamp(self.now_ns())
+        self.diag_pub.publish(msg)
 
     def lockstep_watch(self) -> None:
         """Lockstep start-up and re-sends: publish the state until a command answers it."""

@@ -1,0 +1,208 @@
+"""The hardware graph (zmp_walker, whole_body_controller, state_estimator: no MuJoCo in
+their processes) against a robot process that plays ros2_control
+(``test/ros2_control_robot.py``: its own MuJoCo model, its own joint and command
+orders, a forward_command_controller that holds the last command): stand, then walk
+through /cmd_vel.  Benchmark, not a test (``test/test_ros2_control_robot.py`` runs the
+lockstep version).
+
+    python bench/ros2_control_hw.py [--robots talos g1] [--clock wall|lockstep]
+        [--stand 10] [--walk 15] [--cmd-vel 0.2] [--rate 500]
+
+The graph is configured as a user would from the robot's side: the controller's
+``joints`` parameter is read from ``/<controller>/get_parameters`` of the robot, /imu is
+remapped to the IMU broadcaster's topic, the foot wrenches to the F/T broadcasters'.
+Prints a table, then a JSON line ``{"results": [...]}`` with the robot's final
+``/robot_sim/status`` figures (fell, distance, deadline misses, command latency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _common
+
+ROBOT_SCRIPT = _common.ROOT / "test" / "ros2_control_robot.py"
+IMU_TOPIC = "/imu_sensor_broadcaster/imu"
+WRENCHES = "left:/left_foot/wrench,right:/right_foot/wrench"  # the topics the estimator reads
+
+
+def load_robot_script():
+    spec = importlib.util.spec_from_file_location("ros2_control_robot", ROBOT_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(
+    robot: str = "talos",
+    clock: str = "lockstep",
+    stand: float = 10.0,
+    walk: float = 15.0,
+    cmd_vel: float = 0.2,
+    rate: float = 500.0,
+    timeout: float | None = None,
+    logs: str | None = None,
+) -> dict:
+    """Stand ``stand`` [s], walk ``walk`` [s] at ``cmd_vel`` [m/s]; the robot's final status."""
+    import rclpy
+    from geometry_msgs.msg import Twist
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from whole_body_control.robot import load_robot
+    from whole_body_control.ros.graph import Processes, domain_id, graph_env, hardware_graph
+
+    duration = stand + walk
+    lockstep = clock == "lockstep"
+    timeout = timeout if timeout is not None else 120.0 + duration * (150.0 if lockstep else 5.0)
+    log_dir = Path(logs) if logs else Path(tempfile.mkdtemp(prefix="wbc_hw_robot_"))
+    model = load_robot(robot)
+    with domain_id() as did:
+        env = graph_env(did)
+        robot_cmd = [sys.executable, str(ROBOT_SCRIPT), "--robot", robot, "--clock", clock, "--rate", str(rate)]
+        robot_cmd += ["--duration", str(duration), "--imu-topic", IMU_TOPIC, "--wrench-topics", WRENCHES]
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out = open(log_dir / "robot.log", "wb")
+        robot_proc = subprocess.Popen(robot_cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        procs = None
+        node = None
+        try:
+            node = Node("hw_bench_driver", context=context)
+            executor = rclpy.executors.SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            seen: dict = {"status": None}
+            node.create_subscription(
+                String, "/robot_sim/status", lambda m: seen.__setitem__("status", json.loads(m.data)), 10
+            )
+            cmd_pub = node.create_publisher(Twist, "/cmd_vel", 10)
+            t0 = time.monotonic()
+
+            def check(what: str) -> None:
+                if robot_proc.poll() is not None and not (seen["status"] or {}).get("finished"):
+                    raise RuntimeError(f"{what}: the robot exited ({robot_proc.returncode}), log in {log_dir}")
+                if procs is not None and procs.dead():
+                    raise RuntimeError(f"{what}: " + "; ".join(procs.dead()))
+                if time.monotonic() - t0 > timeout:
+                    raise TimeoutError(f"{what}: no result after {timeout:.0f} s (logs in {log_dir})")
+
+            # the command order, from the robot's forward_command_controller
+            params = node.create_client(GetParameters, "/effort_controller/get_parameters")
+            while not params.service_is_ready():
+                check("robot start-up")
+                executor.spin_once(timeout_sec=0.1)
+            future = params.call_async(GetParameters.Request(names=["joints"]))
+            while not future.done():
+                check("get_parameters")
+                executor.spin_once(timeout_sec=0.1)
+            joints = list(future.result().values[0].string_array_value)
+
+            specs = hardware_graph(robot, use_sim_time=lockstep)
+            extra = {"control_period": 1.0 / rate}
+            specs = [
+                dataclasses.replace(
+                    s,
+                    parameters={
+                        **s.parameters,
+                        **extra,
+                        **({"joints": joints} if s.name == "whole_body_controller" else {}),
+                        **({"initial_xy": [float(x) for x in model.q_ref[:2]]} if s.name == "state_estimator" else {}),
+                    },
+                    remappings=(*s.remappings, ("/imu", IMU_TOPIC)),
+                )
+                for s in specs
+            ]
+            procs = Processes(specs, env, log_dir)
+            twist = Twist()
+            walking = False
+            last_twist = 0.0
+            while True:
+                check("run")
+                executor.spin_once(timeout_sec=0.05)
+                s = seen["status"]
+                if s is not None and (s["finished"] or s["fell"]):
+                    break
+                if s is not None and not walking and s["time"] >= stand:
+                    walking = True
+                    twist.linear.x = float(cmd_vel)
+                if time.monotonic() - last_twist > 0.1:  # the walker drops a /cmd_vel older than its timeout
+                    cmd_pub.publish(twist)
+                    last_twist = time.monotonic()
+            final = seen["status"]
+        finally:
+            if node is not None:
+                node.destroy_node()
+            rclpy.shutdown(context=context)
+            if procs is not None:
+                procs.stop()
+            if robot_proc.poll() is None:
+                robot_proc.send_signal(2)
+                try:
+                    robot_proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(robot_proc.pid, 9)
+                    robot_proc.wait()
+            out.close()
+    return {
+        "robot": robot,
+        "clock": clock,
+        "rate_hz": rate,
+        "stand_s": stand,
+        "walk_s": walk,
+        "cmd_vel_mps": cmd_vel,
+        **{
+            k: final[k]
+            for k in (
+                "time",
+                "fell",
+                "fall_reason",
+                "distance_m",
+                "real_time_factor",
+                "periods",
+                "deadline_misses",
+                "overruns",
+                "command_latency_ms_p50",
+                "command_latency_ms_p99",
+                "base_pose",
+            )
+        },
+        "logs": str(log_dir),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--robots", nargs="+", default=["talos", "g1"])
+    parser.add_argument("--clock", choices=("wall", "lockstep"), default="wall")
+    parser.add_argument("--stand", type=float, default=10.0, help="standing time [s] (simulated)")
+    parser.add_argument("--walk", type=float, default=15.0, help="walking time [s] (simulated)")
+    parser.add_argument("--cmd-vel", type=float, default=0.2, help="forward /cmd_vel while walking [m/s]")
+    parser.add_argument("--rate", type=float, default=500.0, help="control rate [Hz]")
+    parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit per run [s]")
+    args = parser.parse_args()
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    results = []
+    for robot in args.robots:
+        try:
+            results.append(run(robot, args.clock, args.stand, args.walk, args.cmd_vel, args.rate, args.timeout))
+        except (RuntimeError, TimeoutError) as exc:
+            results.append({"robot": robot, "clock": args.clock, "error": str(exc)})
+    columns = ["robot", "clock", "time", "fell", "distance_m", "real_time_factor", "deadline_misses"]
+    _common.print_table(results, [*columns, "command_latency_ms_p50", "command_latency_ms_p99"])
+    print(json.dumps({"results": results}))
+
+
+if __name__ == "__main__":
+    main()
