@@ -8,9 +8,9 @@ lockstep version).
     python bench/ros2_control_hw.py [--robots talos g1] [--clock wall|lockstep]
         [--stand 10] [--walk 15] [--cmd-vel 0.2] [--rate 500]
 
-The graph is configured as a user would from the robot's side: the controller's
-``joints`` parameter is read from ``/<controller>/get_parameters`` of the robot, /imu is
-remapped to the IMU broadcaster's topic, the foot wrenches to the F/T broadcasters'.
+The graph is configured as a user would from the robot's side: the controller reads the
+command order from the robot's ``/<controller>/get_parameters`` itself, the IMU and foot
+force/torque topics are the graph's parameters (``--no-wrenches``: a robot without them).
 Prints a table, then a JSON line ``{"results": [...]}`` with the robot's final
 ``/robot_sim/status`` figures (fell, distance, deadline misses, command latency).
 """
@@ -52,26 +52,30 @@ def run(
     rate: float = 500.0,
     timeout: float | None = None,
     logs: str | None = None,
+    wrenches: bool = True,
+    command_order: str = "shuffle:7",
 ) -> dict:
-    """Stand ``stand`` [s], walk ``walk`` [s] at ``cmd_vel`` [m/s]; the robot's final status."""
+    """Stand ``stand`` [s], walk ``walk`` [s] at ``cmd_vel`` [m/s]; the robot's final status.
+
+    ``wrenches``: the robot has foot force/torque sensors (G1 has none: False);
+    ``command_order``: the forward controller's joint order (``--command-order``)."""
     import rclpy
     from geometry_msgs.msg import Twist
-    from rcl_interfaces.srv import GetParameters
     from rclpy.node import Node
     from std_msgs.msg import String
 
-    from whole_body_control.robot import load_robot
     from whole_body_control.ros.graph import Processes, domain_id, graph_env, hardware_graph
 
     duration = stand + walk
     lockstep = clock == "lockstep"
     timeout = timeout if timeout is not None else 120.0 + duration * (150.0 if lockstep else 5.0)
     log_dir = Path(logs) if logs else Path(tempfile.mkdtemp(prefix="wbc_hw_robot_"))
-    model = load_robot(robot)
     with domain_id() as did:
         env = graph_env(did)
         robot_cmd = [sys.executable, str(ROBOT_SCRIPT), "--robot", robot, "--clock", clock, "--rate", str(rate)]
-        robot_cmd += ["--duration", str(duration), "--imu-topic", IMU_TOPIC, "--wrench-topics", WRENCHES]
+        robot_cmd += ["--duration", str(duration), "--imu-topic", IMU_TOPIC, "--command-order", command_order]
+        if wrenches:
+            robot_cmd += ["--wrench-topics", WRENCHES]
         log_dir.mkdir(parents=True, exist_ok=True)
         out = open(log_dir / "robot.log", "wb")
         robot_proc = subprocess.Popen(robot_cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -98,32 +102,17 @@ def run(
                 if time.monotonic() - t0 > timeout:
                     raise TimeoutError(f"{what}: no result after {timeout:.0f} s (logs in {log_dir})")
 
-            # the command order, from the robot's forward_command_controller
-            params = node.create_client(GetParameters, "/effort_controller/get_parameters")
-            while not params.service_is_ready():
-                check("robot start-up")
-                executor.spin_once(timeout_sec=0.1)
-            future = params.call_async(GetParameters.Request(names=["joints"]))
-            while not future.done():
-                check("get_parameters")
-                executor.spin_once(timeout_sec=0.1)
-            joints = list(future.result().values[0].string_array_value)
-
-            specs = hardware_graph(robot, use_sim_time=lockstep)
-            extra = {"control_period": 1.0 / rate}
-            specs = [
-                dataclasses.replace(
-                    s,
-                    parameters={
-                        **s.parameters,
-                        **extra,
-                        **({"joints": joints} if s.name == "whole_body_controller" else {}),
-                        **({"initial_xy": [float(x) for x in model.q_ref[:2]]} if s.name == "state_estimator" else {}),
-                    },
-                    remappings=(*s.remappings, ("/imu", IMU_TOPIC)),
-                )
-                for s in specs
-            ]
+            # the controller reads the command order from the robot's forward_command_controller itself
+            wrench = dict(x.split(":", 1) for x in WRENCHES.split(",")) if wrenches else {}
+            specs = hardware_graph(
+                robot,
+                use_sim_time=lockstep,
+                lockstep=lockstep,
+                imu_topic=IMU_TOPIC,
+                left_wrench_topic=wrench.get("left", ""),
+                right_wrench_topic=wrench.get("right", ""),
+            )
+            specs = [dataclasses.replace(s, parameters={**s.parameters, "control_period": 1.0 / rate}) for s in specs]
             procs = Processes(specs, env, log_dir)
             twist = Twist()
             walking = False
@@ -162,6 +151,7 @@ def run(
         "stand_s": stand,
         "walk_s": walk,
         "cmd_vel_mps": cmd_vel,
+        "wrenches": wrenches,
         **{
             k: final[k]
             for k in (
@@ -191,12 +181,24 @@ def main() -> None:
     parser.add_argument("--cmd-vel", type=float, default=0.2, help="forward /cmd_vel while walking [m/s]")
     parser.add_argument("--rate", type=float, default=500.0, help="control rate [Hz]")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit per run [s]")
+    parser.add_argument("--no-wrenches", action="store_true", help="the robot has no foot force/torque sensors")
     args = parser.parse_args()
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     results = []
     for robot in args.robots:
         try:
-            results.append(run(robot, args.clock, args.stand, args.walk, args.cmd_vel, args.rate, args.timeout))
+            results.append(
+                run(
+                    robot,
+                    args.clock,
+                    args.stand,
+                    args.walk,
+                    args.cmd_vel,
+                    args.rate,
+                    args.timeout,
+                    wrenches=not args.no_wrenches,
+                )
+            )
         except (RuntimeError, TimeoutError) as exc:
             results.append({"robot": robot, "clock": args.clock, "error": str(exc)})
     columns = ["robot", "clock", "time", "fell", "distance_m", "real_time_factor", "deadline_misses"]

@@ -59,7 +59,7 @@ from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
-from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
+from whole_body_control.ros.qos import COMMAND_QOS, REFERENCE_QOS, STATE_QOS
 
 PARAMS = [
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
@@ -78,7 +78,12 @@ PARAMS = [
         "read `joints` from the forward controller's parameter service /<controller_name>/get_parameters at start",
         read_only=True,
     ),
-    Param("joint_order_timeout", 1.0, "wait this long for that service [s], then use `joints`", (0.0, 60.0)),
+    Param(
+        "joint_order_timeout",
+        1.0,
+        "wait this long after the first joint state for that service [s], then use `joints`",
+        (0.0, 60.0),
+    ),
     Param("joint_states_topic", "/joint_states", "joint states (joint_state_broadcaster)", read_only=True),
     Param("imu_topic", "/imu_sensor_broadcaster/imu", "base IMU (imu_sensor_broadcaster)", read_only=True),
     Param("left_wrench_topic", "", "left foot force/torque sensor (empty: none)", read_only=True),
@@ -172,6 +177,7 @@ class ControllerNode(Node):
         self.ticks = 0
         self.started = time.monotonic()
         self.first_command_s: float | None = None
+        self.first_state_s: float | None = None  # monotonic time of the first joint state
         self.fatal: str | None = None
         self._clock_error: str | None = None
         self._task_names = list(self.ctrl.tasks)
@@ -200,7 +206,10 @@ class ControllerNode(Node):
             self.base_topic = self.resolve_topic_name("base_state")
             self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS)
         if self.refs is not None:
-            self.create_subscription(MultiDOFJointTrajectory, "/walker/reference", self.on_reference, 10)
+            # raw CDR: rclpy takes 17 to 31 ms to build a 30-point trajectory message in Python
+            self.create_subscription(
+                MultiDOFJointTrajectory, "/walker/reference", self.on_reference, REFERENCE_QOS, raw=True
+            )
         self.create_subscription(Bool, "/e_stop", self.on_estop, 10)
         self.create_subscription(Empty, "~/rearm", self.on_rearm, 10)
         self.create_timer(p["watchdog_period"] or self.period, self.watchdog)  # node clock (sim time in lockstep)
@@ -227,7 +236,6 @@ class ControllerNode(Node):
             return
         service = f"/{p['controller_name']}/get_parameters"
         self._order_client = self.create_client(GetParameters, service)
-        self._order_deadline = time.monotonic() + p["joint_order_timeout"]
         self._order_future = None
 
         def poll():
@@ -237,7 +245,7 @@ class ControllerNode(Node):
             if self._order_future is None and self._order_client.service_is_ready():
                 self._order_future = self._order_client.call_async(GetParameters.Request(names=["joints"]))
                 self._order_future.add_done_callback(self._on_joint_order)
-            elif self._order_future is None and time.monotonic() > self._order_deadline:
+            elif self._order_future is None and self._joint_states_since() > p["joint_order_timeout"]:
                 own = p["joints"] or list(self.robot.joint_names)
                 what = "parameter 'joints'" if p["joints"] else "the robot's joint order (Pinocchio)"
                 self.get_logger().warning(
@@ -248,6 +256,10 @@ class ControllerNode(Node):
 
         self._order_timer = self.create_timer(0.02, poll, clock=steady)
 
+    def _joint_states_since(self) -> float:
+        """Wall time [s] since the first joint state (the robot is up), 0 before."""
+        return 0.0 if self.first_state_s is None else time.monotonic() - self.first_state_s
+
     def _on_joint_order(self, future) -> None:
         service = f"/{self.p['controller_name']}/get_parameters"
         try:
@@ -256,7 +268,7 @@ class ControllerNode(Node):
         except Exception as exc:  # noqa: BLE001 - any failure of the call is reported the same way
             remote = []
             self.get_logger().warning(f"{service} failed: {exc}")
-        own = list(self.p["joints"])
+        own = list(self.p["joints"] or [])
         if not remote:
             self.get_logger().warning(f"{service} has no 'joints': commands in this node's order")
             self._set_joint_order(own or list(self.robot.joint_names), "parameter 'joints'")
@@ -394,6 +406,8 @@ class ControllerNode(Node):
     def on_joint_states(self, msg: JointState) -> None:
         self.stage.supervisor.received(self.get_clock().now().nanoseconds)
         self._count("joint_states")
+        if self.first_state_s is None:
+            self.first_state_s = time.monotonic()
         ns = cv.stamp_to_ns(msg.header.stamp)
         if ns == self.last_answered:
             if self.last_command is not None:
@@ -422,10 +436,10 @@ class ControllerNode(Node):
             del self.base[min(self.base)]
         self.try_tick()
 
-    def on_reference(self, msg: MultiDOFJointTrajectory) -> None:
+    def on_reference(self, data: bytes) -> None:
         self._count("reference")
         try:
-            self.refs.add(cv.reference_trajectory_from_msg(msg))
+            self.refs.add(cv.reference_trajectory_from_cdr(data, self.period_ns))
         except StateError as exc:
             self.get_logger().error(f"/walker/reference rejected: {exc}", throttle_duration_sec=1.0)
             return
@@ -464,6 +478,8 @@ class ControllerNode(Node):
         if self.p["reference_sync"] == "exact" and not self.resent:
             return None, "", True
         if self.refs_received == 0:
+            if self.p["reference_sync"] == "latest":
+                return None, "", False  # stand on the controller's own reference until the walker starts
             return None, "waiting for /walker/reference", False
         end = refs.end_ns
         return (

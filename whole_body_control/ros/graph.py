@@ -94,6 +94,13 @@ WALKER = ("zmp_walker", "whole_body_control.ros.walker_node", "zmp_walker_node")
 ESTIMATOR = ("state_estimator", "whole_body_control.ros.state_estimator", "state_estimator")
 
 
+SIM_IMU = "/imu"  # the bridge's IMU topic
+SIM_WRENCHES = {"left": "/left_foot/wrench", "right": "/right_foot/wrench"}  # the bridge's foot F/T topics
+# ros2_control's defaults: joint_state_broadcaster, imu_sensor_broadcaster, forward_command_controller
+JOINT_STATES = "/joint_states"
+IMU = "/imu_sensor_broadcaster/imu"
+
+
 def sim_graph(
     robot: str = "talos",
     lockstep: bool = True,
@@ -106,8 +113,11 @@ def sim_graph(
 ) -> list[NodeSpec]:
     """The simulation graph (``launch/sim.launch.py``, ``wbc launch sim``).
 
-    ``headless`` is accepted for the launch interface; the bridge has no viewer
-    (record a report with ``wbc walk --out`` to see a run).
+    The controller takes the base state from the simulator's ground truth, or with
+    ``estimator`` estimates it in its own process from the IMU, the legs and the
+    simulated foot force sensors (the walker is then seeded from the IMU and the
+    legs, as on hardware).  ``headless`` is accepted for the launch interface; the
+    bridge has no viewer (record a report with ``wbc walk --out`` to see a run).
     """
     files = (str(params_file or params_path("sim")),)
     common = {"robot": robot, "use_sim_time": True}
@@ -118,15 +128,30 @@ def sim_graph(
         "start_paused": bool(start_paused),
     }
     ref_sync = "exact" if (walker and lockstep) else ("latest" if walker else "none")
-    sync = {"reference_sync": ref_sync, "base_sync": "exact" if lockstep else "latest"}
+    ctrl = {
+        **common,
+        "reference_sync": ref_sync,
+        "base_sync": "exact" if lockstep else "latest",
+        "fixed_dt": bool(lockstep),
+        "imu_topic": SIM_IMU,
+        "read_joint_order": False,  # the bridge's `joints` come from the same parameter file
+    }
+    walker_params = dict(common)
+    if estimator:
+        ctrl.update(
+            estimator="internal", left_wrench_topic=SIM_WRENCHES["left"], right_wrench_topic=SIM_WRENCHES["right"]
+        )
+        walker_params.update(base_source="seed", imu_topic=SIM_IMU)
+        walker_remap = ()
+    else:
+        ctrl["estimator"] = "external"
+        walker_remap = (("base_state", GROUND_TRUTH),)
     specs = [
         NodeSpec(*BRIDGE, files, bridge),
-        NodeSpec(*CONTROLLER, files, {**common, **sync}, (("base_state", GROUND_TRUTH),)),
+        NodeSpec(*CONTROLLER, files, ctrl, (("base_state", GROUND_TRUTH),) if not estimator else ()),
     ]
     if walker:
-        specs.append(NodeSpec(*WALKER, files, common, (("base_state", GROUND_TRUTH),)))
-    if estimator:
-        specs.append(NodeSpec(*ESTIMATOR, files, common))
+        specs.append(NodeSpec(*WALKER, files, walker_params, walker_remap))
     return specs
 
 
@@ -136,24 +161,50 @@ def hardware_graph(
     controller_name: str = "effort_controller",
     walker: bool = True,
     use_sim_time: bool = False,
+    joint_states_topic: str = JOINT_STATES,
+    imu_topic: str = IMU,
+    left_wrench_topic: str = "",
+    right_wrench_topic: str = "",
+    estimator_node: bool = False,
+    lockstep: bool = False,
 ) -> list[NodeSpec]:
-    """The hardware graph (``launch/bringup.launch.py``): walker, controller and
-    estimator next to ros2_control (joint_state_broadcaster, an IMU broadcaster,
-    force/torque broadcasters and a forward_command_controller named
-    ``controller_name`` with interface_name effort)."""
+    """The hardware graph (``launch/bringup.launch.py``): walker and controller next to
+    ros2_control (joint_state_broadcaster on ``joint_states_topic``, an
+    imu_sensor_broadcaster on ``imu_topic``, optional foot force/torque broadcasters,
+    and a forward_command_controller named ``controller_name`` with interface_name
+    effort, whose ``joints`` the controller reads).
+
+    The base state is estimated inside the controller's process (one hop less);
+    the walker is seeded from the IMU and the legs.  ``estimator_node`` runs the
+    separate ``state_estimator`` node instead (``/state_estimator/odom``) for both.
+    ``lockstep``: a simulated robot that steps once per command (needs ``use_sim_time``):
+    each state waits for the walking reference of its stamp, and the time step is nominal."""
     files = (str(params_file or params_path("hardware")),)
     common = {"robot": robot, "use_sim_time": bool(use_sim_time)}
-    specs = [
-        NodeSpec(
-            *CONTROLLER,
-            files,
-            {**common, "controller_name": controller_name, "reference_sync": "exact" if walker else "none"},
-            (("base_state", ESTIMATE),),
-        ),
-        NodeSpec(*ESTIMATOR, files, common),
-    ]
+    ctrl = {
+        **common,
+        "controller_name": controller_name,
+        "reference_sync": ("exact" if lockstep else "latest") if walker else "none",
+        "fixed_dt": bool(lockstep),
+        "joint_states_topic": joint_states_topic,
+        "imu_topic": imu_topic,
+        "left_wrench_topic": left_wrench_topic,
+        "right_wrench_topic": right_wrench_topic,
+        "estimator": "external" if estimator_node else "internal",
+    }
+    remap = (("base_state", ESTIMATE),) if estimator_node else ()
+    specs = [NodeSpec(*CONTROLLER, files, ctrl, remap)]
+    state_remaps = (("/joint_states", joint_states_topic),) if joint_states_topic != "/joint_states" else ()
     if walker:
-        specs.insert(0, NodeSpec(*WALKER, files, common, (("base_state", ESTIMATE),)))
+        wparams = {**common} if estimator_node else {**common, "base_source": "seed", "imu_topic": imu_topic}
+        specs.insert(0, NodeSpec(*WALKER, files, wparams, remap + state_remaps))
+    if estimator_node:
+        wrench_remaps = tuple(
+            (f"/{side}_foot/wrench", topic)
+            for side, topic in (("left", left_wrench_topic), ("right", right_wrench_topic))
+            if topic
+        )
+        specs.append(NodeSpec(*ESTIMATOR, files, common, (("/imu", imu_topic), *state_remaps, *wrench_remaps)))
     return specs
 
 

@@ -61,6 +61,8 @@ def declare(node: Node, params: list[Param]) -> dict[str, Any]:
             default = Parameter.Type.STRING_ARRAY  # an empty list has no type: declare as string array
         param = node.declare_parameter(p.name, default, p.descriptor())
         value = param.value
+        if value is None and isinstance(p.default, (list, tuple)):
+            value = list(p.default)  # a list parameter declared by type alone and not set
         values[p.name] = list(value) if isinstance(value, (list, tuple)) or hasattr(value, "tolist") else value
     return values
 
@@ -104,9 +106,14 @@ def result(reason: str = "") -> SetParametersResult:
 def make_executor(context=None, logger=None):
     """``rclpy.experimental.EventsExecutor`` (about 3x the callback rate of the
     single-threaded executor), or the ``SingleThreadedExecutor`` where it is not
-    available, which is then logged."""
+    available, which is then logged.  ``WBC_EXECUTOR=single`` in the environment
+    chooses the single-threaded one."""
+    import os
+
     from rclpy.executors import SingleThreadedExecutor
 
+    if os.environ.get("WBC_EXECUTOR", "events") == "single":
+        return SingleThreadedExecutor(context=context)
     try:
         from rclpy.experimental import EventsExecutor
 

@@ -40,18 +40,19 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry, Path
 from rclpy.node import Node
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
 from whole_body_control.config import load_wbc_config
 from whole_body_control.errors import StateError, WbcError
+from whole_body_control.estimation import LegOdometry
 from whole_body_control.reference_trajectory import ReferenceTrajectory
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
-from whole_body_control.ros.qos import STATE_QOS
+from whole_body_control.ros.qos import REFERENCE_QOS, STATE_QOS
 from whole_body_control.state import RobotState
 from whole_body_control.walking import contacts_ahead, make_walker
 from zmp_walker import MeasuredState, WalkerError, load_walker_config
@@ -98,6 +99,14 @@ PARAMS = [
     ),
     Param("cmd_vel_timeout", 0.0, "stop walking when no /cmd_vel came for this long [s] (0: never)", (0.0, INF)),
     Param("viz_period", 0.1, "period of the footstep path, markers and status [s] (state stamps)", (1e-3, 60.0)),
+    Param(
+        "base_source",
+        "topic",
+        "'topic': the base_state topic (nav_msgs/Odometry); 'seed': no base topic, the first state is placed "
+        "from the IMU and the leg kinematics as the controller's in-process estimator does (com_mode reference)",
+        read_only=True,
+    ),
+    Param("imu_topic", "/imu_sensor_broadcaster/imu", "base_source seed: the base IMU", read_only=True),
 ]
 
 
@@ -148,14 +157,23 @@ class WalkerNode(Node):
         self.last_cmd_ns: int | None = None
         self._next_viz = 0
         self.add_on_set_parameters_callback(lambda params: result())
-        self.ref_pub = self.create_publisher(MultiDOFJointTrajectory, "/walker/reference", 10)
+        self.ref_pub = self.create_publisher(MultiDOFJointTrajectory, "/walker/reference", REFERENCE_QOS)
         self.path_pub = self.create_publisher(Path, "/walker/footsteps", 1)
         self.marker_pub = self.create_publisher(MarkerArray, "/walker/markers", 1)
         self.status_pub = self.create_publisher(String, "/walker/status", 10)
         self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
         self.create_subscription(PoseStamped, "/goal_pose", self.on_goal, 10)
         self.create_subscription(JointState, "/joint_states", self.on_joint_states, STATE_QOS)
-        self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS)
+        if p["base_source"] not in ("topic", "seed"):
+            raise WbcError(f"parameter 'base_source' must be 'topic' or 'seed', got '{p['base_source']}'")
+        self.seed_only = p["base_source"] == "seed"
+        if self.seed_only and p["com_mode"] == "dcm":
+            raise WbcError("parameter 'base_source' seed needs com_mode 'reference' (dcm feeds back the base state)")
+        self.imu = None
+        if self.seed_only:
+            self.create_subscription(Imu, p["imu_topic"], self.on_imu, STATE_QOS)
+        else:
+            self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS)
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -176,9 +194,18 @@ class WalkerNode(Node):
 
     # -- ticks -------------------------------------------------------------------------------
 
+    def on_imu(self, msg: Imu) -> None:
+        self.imu = msg
+
     def on_joint_states(self, msg: JointState) -> None:
         ns = cv.stamp_to_ns(msg.header.stamp)
         self.js[ns] = msg
+        if self.seed_only:
+            if self.imu is None:
+                self.get_logger().warning(f"waiting for {self.p['imu_topic']}", throttle_duration_sec=1.0)
+                self.js.pop(ns)
+                return
+            self.base[ns] = None  # placed from the IMU and the legs when it seeds (see _seed_base)
         if ns in self.base:
             self.tick(ns)
 
@@ -211,7 +238,7 @@ class WalkerNode(Node):
         except StateError as exc:
             self.get_logger().error(f"/joint_states rejected: {exc}", throttle_duration_sec=1.0)
             return
-        qb, vb = cv.base_from_odometry(base)
+        qb, vb = cv.base_from_odometry(base) if base is not None else self._seed_base(qj, vj)
         q, v = cv.assemble_state(qb, vb, qj, vj)
         if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
             return
@@ -229,6 +256,14 @@ class WalkerNode(Node):
                 self.get_logger().warning("no /cmd_vel for cmd_vel_timeout: stopping")
                 self.cmd, self.pending = (0.0, 0.0, 0.0), ("velocity", (0.0, 0.0, 0.0))
         self.publish_trajectory(ns)
+
+    def _seed_base(self, qj: np.ndarray, vj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Base pose and velocity without a base topic: the IMU's orientation, the lowest sole
+        on z = 0 above the world origin (what :class:`LegOdometry` starts from)."""
+        quat, gyro, accel = cv.imu_from_msg(self.imu)
+        both = {"left": True, "right": True}
+        p, v_world, R = LegOdometry(self.robot, 1e-3, 2e-2, 0.5).update(0.0, quat, gyro, accel, qj, vj, both)
+        return np.concatenate([p, quat / np.linalg.norm(quat)]), np.concatenate([R.T @ v_world, gyro])
 
     def first_sample_ns(self, ns: int) -> int:
         """Time [ns] of the next sample to compute for the state at ``ns``: the one after the
