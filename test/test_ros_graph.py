@@ -28,6 +28,7 @@ import pinocchio as pin  # noqa: E402
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.node import Node  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import Imu, JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
@@ -114,9 +115,15 @@ def test_graphs_remap_the_base_state_and_use_the_parameter_files():
     assert sim["whole_body_controller"].parameters["use_sim_time"] is True
     assert sim["mujoco_bridge"].parameters["mode"] == "lockstep"
     hw = {s.name: s for s in hardware_graph("talos", controller_name="my_effort")}
+    assert set(hw) == {"zmp_walker", "whole_body_controller"}  # the estimator runs in the controller
+    ctrl = hw["whole_body_controller"].parameters
+    assert ctrl["controller_name"] == "my_effort" and ctrl["estimator"] == "internal"
+    assert ctrl["imu_topic"] == "/imu_sensor_broadcaster/imu" and ctrl["joint_states_topic"] == "/joint_states"
+    assert hw["zmp_walker"].parameters["base_source"] == "seed"
+    hw = {s.name: s for s in hardware_graph("talos", estimator_node=True, imu_topic="/my_imu")}
     assert set(hw) == {"zmp_walker", "whole_body_controller", "state_estimator"}
     assert dict(hw["whole_body_controller"].remappings)["base_state"] == ESTIMATE
-    assert hw["whole_body_controller"].parameters["controller_name"] == "my_effort"
+    assert dict(hw["state_estimator"].remappings)["/imu"] == "/my_imu"
     cmd = sim["whole_body_controller"].cmdline()
     assert cmd.count("--params-file") == 2 and "base_state:=/ground_truth/odom" in cmd
     overrides = yaml.safe_load(Path(cmd[cmd.index("--params-file", cmd.index("--params-file") + 1) + 1]).read_text())
@@ -166,6 +173,7 @@ class Ros2ControlStandIn:
         self.executor.add_node(self.node)
         n = self.node
         self.js_pub = n.create_publisher(JointState, "/joint_states", 10)
+        self.clock_pub = n.create_publisher(Clock, "/clock", 10)
         self.imu_pub = n.create_publisher(Imu, "/imu", 10)
         self.wrench_pubs = {s: n.create_publisher(WrenchStamped, f"/{s}_foot/wrench", 10) for s in ("left", "right")}
         self.cmd: Float64MultiArray | None = None
@@ -185,6 +193,7 @@ class Ros2ControlStandIn:
         stamp = cv.ns_to_stamp(ns)
         sim = self.sim
         imu = sim.imu()
+        self.clock_pub.publish(Clock(clock=stamp))  # simulated time: the graph runs with use_sim_time
         self.imu_pub.publish(cv.imu_msg(stamp, "base_link", imu.orientation, imu.gyro, imu.linear_acceleration))
         for side, w in sim.foot_wrenches().items():
             self.wrench_pubs[side].publish(cv.wrench_msg(stamp, side, w))
@@ -220,7 +229,9 @@ def _with(specs, **params):
 def test_hardware_interface_stands_5s_with_the_state_estimator():
     robot = load_robot("talos")
     period = 0.002  # [s] 500 Hz: keeps this test short on a shared 2-core machine
-    specs = _with(hardware_graph("talos"), control_period=period)
+    wrenches = {"left_wrench_topic": "/left_foot/wrench", "right_wrench_topic": "/right_foot/wrench"}
+    graph = hardware_graph("talos", use_sim_time=True, lockstep=True, imu_topic="/imu", estimator_node=True, **wrenches)
+    specs = _with(graph, control_period=period, read_joint_order=False)
     # the estimator starts from where the robot stands (the rest it measures)
     specs = [
         _with([s], initial_xy=[float(x) for x in robot.q_ref[:2]])[0] if s.name == "state_estimator" else s

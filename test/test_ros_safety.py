@@ -59,7 +59,7 @@ class FakeRobot:
     def _on_diag(self, msg):
         self.diagnostics.append(json.loads(msg.data))
 
-    def publish(self, q=None, v=None, names=None):
+    def publish(self, q=None, v=None, names=None, odom=True):
         q = self.robot.q_ref.copy() if q is None else q
         v = np.zeros(self.robot.nv) if v is None else v
         stamp = self.node.get_clock().now().to_msg()
@@ -68,7 +68,8 @@ class FakeRobot:
         qj = np.resize(q[7:], n)
         vj = np.resize(v[6:], n)
         self.imu_pub.publish(cv.imu_msg(stamp, "base_link", q[3:7], v[3:6], [0.0, 0.0, 9.81]))
-        self.odom_pub.publish(cv.odometry_msg(stamp, q[:7], v[:6], "base_link"))
+        if odom:
+            self.odom_pub.publish(cv.odometry_msg(stamp, q[:7], v[:6], "base_link"))
         self.js_pub.publish(cv.joint_state_msg(stamp, names, qj, vj))
         return time.monotonic()
 
@@ -202,6 +203,20 @@ def test_a_missing_joint_gives_damping_naming_it_and_extra_joints_are_ignored(fa
     fake.run(0.5, names=names)
     assert not _zero(fake.commands[-1][1])
     assert fake.diagnostics[-1]["armed"]
+
+
+def test_a_silent_estimator_gives_damping_not_silence(fake):
+    """Joint states keep coming, the base state (an estimator node) stops: the states
+    wait for their base state no longer than the stale limit, then get damping."""
+    fake.run(0.3)
+    n0 = len(fake.commands)
+    fake.run(0.6, odom=False)
+    during = [c for _, c in fake.commands[n0:]]
+    assert len(during) > 3, "states without a base state must be answered (damping)"
+    assert all(_zero(c) for c in during[2:])
+    assert "no base state on /test/odom" in fake.diagnostics[-1]["safety"]
+    fake.run(0.5)
+    assert not _zero(fake.commands[-1][1])
 
 
 def test_e_stop_latches_damping_until_rearmed(fake):

@@ -329,6 +329,10 @@ class ControlStage:
             return {s: bool(reference.feet[s].in_contact) for s in SIDES}
         return {s: True for s in SIDES}
 
+    def fail(self, stamp_ns: int, reason: str) -> Command:
+        """Damping after an internal error (the caller's tick raised)."""
+        return self._damping(stamp_ns, reason)
+
     def watchdog(self, now_ns: int) -> Command | None:
         """Damping when the newest state is stale at ``now_ns`` (the caller's clock); None otherwise."""
         why = self.supervisor.stale(now_ns)

@@ -43,6 +43,7 @@ import math
 import time
 
 import numpy as np
+import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
@@ -161,7 +162,9 @@ class ControllerNode(Node):
 
             self.refs = ReferenceBuffer()
         self.refs_received = 0
-        self.pending: tuple[int, JointState] | None = None
+        self.pending: tuple[int, JointState] | None = None  # the newest state, not answered yet
+        self.pending_since = 0  # node clock [ns] since when states wait unanswered
+        self.starved = False  # the base state or walking reference stayed away for stale_periods
         self.resent = False
         self.base: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.imu: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -296,11 +299,14 @@ class ControllerNode(Node):
         self.try_tick()
 
     def _stop(self, reason: str) -> None:
-        """A configuration error found at run time: no command, the node exits."""
+        """A configuration error found at run time: no command, the node exits (code 2).
+
+        Not an exception: one raised in a callback brings the EventsExecutor down with a
+        segmentation fault; the context is shut down instead and ``spin`` exits."""
         self.fatal = reason
         self.get_logger().fatal(reason)
         self.publish_diagnostics()
-        raise WbcError(reason)
+        rclpy.try_shutdown(context=self.context)
 
     # -- parameters --------------------------------------------------------------------------
 
@@ -413,10 +419,11 @@ class ControllerNode(Node):
             if self.last_command is not None:
                 self.cmd_pub.publish(self.last_command)  # a re-sent state gets the same answer
                 return
-        if self.pending is not None and self.pending[0] == ns:
-            self.resent = True  # the robot re-sends a state we could not answer yet
-        else:
-            self.resent = False
+        # a state re-sent by the robot, or one coming while an input is known to be silent,
+        # is answered at once with what there is (damping naming what is missing)
+        self.resent = self.starved or (self.pending is not None and self.pending[0] == ns)
+        if self.pending is None:
+            self.pending_since = self.get_clock().now().nanoseconds  # unanswered since
         self.pending = (ns, msg)
         self.try_tick()
 
@@ -432,6 +439,7 @@ class ControllerNode(Node):
         self._count("base_state")
         ns = cv.stamp_to_ns(msg.header.stamp)
         self.base[ns] = cv.base_from_odometry(msg)
+        self.starved = False
         while len(self.base) > 32:
             del self.base[min(self.base)]
         self.try_tick()
@@ -444,6 +452,7 @@ class ControllerNode(Node):
             self.get_logger().error(f"/walker/reference rejected: {exc}", throttle_duration_sec=1.0)
             return
         self.refs_received += 1
+        self.starved = False
         self.try_tick()
 
     def on_estop(self, msg: Bool) -> None:
@@ -509,16 +518,30 @@ class ControllerNode(Node):
         return {s: w for s, (_, w) in self.wrenches.items()}
 
     def try_tick(self) -> None:
+        """Answer the pending state; a bug in the tick is logged and answered with damping
+        (an exception escaping a callback would end the process and leave the forward
+        controller holding the last torque)."""
+        try:
+            self._tick()
+        except Exception as exc:  # noqa: BLE001 - any failure of the tick ends in the safe state
+            self.get_logger().error(f"tick failed: {exc!r}: damping", throttle_duration_sec=1.0)
+            if self.command_index is not None and self.stage.last_stamp_ns is not None:
+                self._publish(self.stage.fail(self.stage.last_stamp_ns, f"tick failed: {exc!r}"))
+
+    def _tick(self) -> None:
         if self.pending is None or self.command_index is None or self.fatal:
             return
         t0 = time.perf_counter()
         ns, msg = self.pending
         now = self.get_clock().now().nanoseconds
         base = None
+        base_missing = ""
         if self.base_topic is not None:
             base, wait = self._base_for(ns)
             if wait:
                 return
+            if base is None:
+                base_missing = f"no base state on {self.base_topic} for t = {ns * 1e-9:.3f} s"
         ref, missing = None, ""
         if self.refs is not None:
             ref, missing, wait = self._reference_for(ns)
@@ -539,7 +562,7 @@ class ControllerNode(Node):
             self._clock_error = None
         for base_ns in [k for k in self.base if k < ns]:
             del self.base[base_ns]
-        cmd = self.stage.cycle(obs, ref, missing)
+        cmd = self.stage.cycle(obs, ref, missing or base_missing)
         self._publish(cmd)
         self.last_answered = ns
         self.tick_s[self.ticks % TICKS] = time.perf_counter() - t0
@@ -576,9 +599,19 @@ class ControllerNode(Node):
     # -- watchdog and diagnostics -------------------------------------------------------------
 
     def watchdog(self) -> None:
+        """Damping when no usable state came for ``stale_periods``: the joint states stopped,
+        or a state waits too long for its base state or walking reference (a silent
+        estimator or walker: joint states alone keep arriving).  Node clock: in lockstep
+        with use_sim_time it stands still while the robot waits, so it never fires there."""
         if self.command_index is None or self.fatal:
             return
-        cmd = self.stage.watchdog(self.get_clock().now().nanoseconds)
+        now = self.get_clock().now().nanoseconds
+        if self.pending is not None and now - self.pending_since >= (self.p["stale_periods"] - 0.5) * self.period_ns:
+            self.starved = True  # until the base state or reference comes again
+            self.resent = True
+            self.try_tick()
+            return
+        cmd = self.stage.watchdog(now)
         if cmd is not None:
             self._publish(cmd)
             self._log_events()

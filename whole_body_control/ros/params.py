@@ -166,5 +166,7 @@ def spin(node_class, args=None) -> None:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+    if getattr(node, "fatal", None):
+        code = 2  # the node stopped itself on a configuration error it logged
     if code:
         sys.exit(code)

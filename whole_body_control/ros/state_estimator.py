@@ -27,7 +27,6 @@ from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 
-from whole_body_control.errors import StateError
 from whole_body_control.estimation import SIDES, LegOdometry
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
@@ -51,7 +50,7 @@ class StateEstimatorNode(Node):
         p = declare(self, PARAMS)
         self.p = p
         self.robot = load_robot(p["robot"])
-        self.joint_map = cv.JointMap(self.robot.joint_names)
+        self.reader = cv.JointStateReader(self.robot.joint_names)  # extra joints are ignored
         self.filter = LegOdometry(self.robot, p["position_noise"], p["velocity_noise"], p["acceleration_noise"])
         self.imus: dict[int, Imu] = {}
         self.wrenches: dict[str, WrenchStamped] = {}
@@ -91,10 +90,11 @@ class StateEstimatorNode(Node):
         imu = self.imus.get(ns) or (self.imus[max(self.imus)] if self.imus else None)
         if imu is None:
             return
-        try:
-            qj, vj = cv.joints_from_msg(msg, self.joint_map)
-        except StateError as exc:
-            self.get_logger().error(f"/joint_states rejected: {exc}", throttle_duration_sec=1.0)
+        qj, vj, missing = self.reader.read(msg)
+        if missing:
+            self.get_logger().error(
+                f"/joint_states lack joints {list(missing)}: no estimate", throttle_duration_sec=1.0
+            )
             return
         quat, gyro, accel = cv.imu_from_msg(imu)
         if not all(np.all(np.isfinite(a)) for a in (quat, gyro, accel, qj, vj)):

@@ -46,7 +46,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
 from whole_body_control.config import load_wbc_config
-from whole_body_control.errors import StateError, WbcError
+from whole_body_control.errors import WbcError
 from whole_body_control.estimation import LegOdometry
 from whole_body_control.reference_trajectory import ReferenceTrajectory
 from whole_body_control.robot import load_robot
@@ -135,7 +135,7 @@ class WalkerNode(Node):
             else load_wbc_config(robot=self.robot.name).contacts.transition_time
         )
         self.state = RobotState(self.robot)
-        self.joint_map = cv.JointMap(self.robot.joint_names)
+        self.reader = cv.JointStateReader(self.robot.joint_names)  # extra joints are ignored
         self.walker = None
         self.sample_ns = cv.seconds_to_ns(p["sample_period"] or p["control_period"])
         self.walker_period_ns = cv.seconds_to_ns(1.0 / p["rate"])
@@ -233,18 +233,22 @@ class WalkerNode(Node):
         if self.last_ns is not None and ns < self.last_ns:
             self.get_logger().info("time went backwards (reset): re-seeding the walker")
             self.walker = None
-        try:
-            qj, vj = cv.joints_from_msg(js, self.joint_map)
-        except StateError as exc:
-            self.get_logger().error(f"/joint_states rejected: {exc}", throttle_duration_sec=1.0)
-            return
-        qb, vb = cv.base_from_odometry(base) if base is not None else self._seed_base(qj, vj)
-        q, v = cv.assemble_state(qb, vb, qj, vj)
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
-            return
-        self.last_ns = ns
-        if self.walker is None or self.p["com_mode"] == "dcm":
+        needs_state = self.walker is None or self.p["com_mode"] == "dcm"
+        if needs_state:
+            # seeding and DCM feedback read the state; the planned reference does not
+            qj, vj, missing = self.reader.read(js)
+            if missing or (base is None and self.imu is None):
+                self.get_logger().error(
+                    f"/joint_states lack joints {list(missing)}: no walking reference", throttle_duration_sec=1.0
+                )
+                return
+            qb, vb = cv.base_from_odometry(base) if base is not None else self._seed_base(qj, vj)
+            q, v = cv.assemble_state(qb, vb, qj, vj)
+            if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
+                self.get_logger().error("non-finite robot state: no walking reference", throttle_duration_sec=1.0)
+                return
             self.state.update(q, v)
+        self.last_ns = ns
         if self.walker is None:
             self.walker = make_walker(self.robot, types.SimpleNamespace(state=self.state), self.config)
             self.end_ns = None
