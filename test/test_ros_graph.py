@@ -155,6 +155,10 @@ def test_launch_files_are_thin_and_declare_described_arguments(name):
         if graph_fn == "sim_graph"
         else {"robot", "controller_name", "params_file"}
     )
+    if graph_fn == "hardware_graph":  # every topic the graph reads is a launch argument
+        import inspect
+
+        assert names >= set(inspect.signature(hardware_graph).parameters)
 
 
 # -- with DDS: the test plays ros2_control --------------------------------------------------------
