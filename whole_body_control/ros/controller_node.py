@@ -160,7 +160,7 @@ class ControllerNode(Node):
         if p["reference_sync"] != "none":
             from whole_body_control.reference_trajectory import ReferenceBuffer
 
-            self.refs = ReferenceBuffer()
+            self.refs = ReferenceBuffer(max_kept=64)  # the walker sends short batches (horizon x rate of them ahead)
         self.refs_received = 0
         self.pending: tuple[int, JointState] | None = None  # the newest state, not answered yet
         self.pending_since = 0  # node clock [ns] since when states wait unanswered
@@ -524,6 +524,8 @@ class ControllerNode(Node):
         try:
             self._tick()
         except Exception as exc:  # noqa: BLE001 - any failure of the tick ends in the safe state
+            if not self.context.ok():
+                return  # shutting down: nothing to command
             self.get_logger().error(f"tick failed: {exc!r}: damping", throttle_duration_sec=1.0)
             if self.command_index is not None and self.stage.last_stamp_ns is not None:
                 self._publish(self.stage.fail(self.stage.last_stamp_ns, f"tick failed: {exc!r}"))

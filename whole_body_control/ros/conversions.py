@@ -63,6 +63,16 @@ def stamp_to_ns(stamp: Time) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+def cdr_stamp_ns(data: bytes) -> int:
+    """``header.stamp`` [ns] of a serialized message that starts with a ``std_msgs/Header``
+    (JointState, Odometry, Imu ...), read from its CDR bytes without deserializing it."""
+    if len(data) < 12:
+        raise StateError(f"serialized message too short for a header ({len(data)} bytes)")
+    order = "<" if data[1] & 1 else ">"  # CDR encapsulation: ..._LE has the low bit set
+    sec, nanosec = struct.unpack_from(order + "iI", data, 4)
+    return sec * 1_000_000_000 + nanosec
+
+
 def ns_to_stamp(ns: int) -> Time:
     return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
 

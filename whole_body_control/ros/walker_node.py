@@ -40,6 +40,7 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry, Path
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import MultiDOFJointTrajectory
@@ -150,6 +151,7 @@ class WalkerNode(Node):
         self.js: dict[int, JointState] = {}
         self.base: dict[int, Odometry] = {}
         self.end_ns: int | None = None  # last published sample
+        self.last_ref = None  # and its reference
         self.trajectories = 0
         self.last_ns: int | None = None
         self.cmd: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -163,7 +165,7 @@ class WalkerNode(Node):
         self.status_pub = self.create_publisher(String, "/walker/status", 10)
         self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
         self.create_subscription(PoseStamped, "/goal_pose", self.on_goal, 10)
-        self.create_subscription(JointState, "/joint_states", self.on_joint_states, STATE_QOS)
+        self.create_subscription(JointState, "/joint_states", self.on_joint_states, STATE_QOS, raw=True)
         if p["base_source"] not in ("topic", "seed"):
             raise WbcError(f"parameter 'base_source' must be 'topic' or 'seed', got '{p['base_source']}'")
         self.seed_only = p["base_source"] == "seed"
@@ -171,9 +173,9 @@ class WalkerNode(Node):
             raise WbcError("parameter 'base_source' seed needs com_mode 'reference' (dcm feeds back the base state)")
         self.imu = None
         if self.seed_only:
-            self.create_subscription(Imu, p["imu_topic"], self.on_imu, STATE_QOS)
+            self.create_subscription(Imu, p["imu_topic"], self.on_imu, STATE_QOS, raw=True)
         else:
-            self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS)
+            self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS, raw=True)
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -194,12 +196,15 @@ class WalkerNode(Node):
 
     # -- ticks -------------------------------------------------------------------------------
 
-    def on_imu(self, msg: Imu) -> None:
-        self.imu = msg
+    # The state topics come at the control rate but are read only to seed the walker (and
+    # for DCM feedback): they arrive serialized, and only the stamp is read from each one.
 
-    def on_joint_states(self, msg: JointState) -> None:
-        ns = cv.stamp_to_ns(msg.header.stamp)
-        self.js[ns] = msg
+    def on_imu(self, data: bytes) -> None:
+        self.imu = data
+
+    def on_joint_states(self, data: bytes) -> None:
+        ns = cv.cdr_stamp_ns(data)
+        self.js[ns] = data
         if self.seed_only:
             if self.imu is None:
                 self.get_logger().warning(f"waiting for {self.p['imu_topic']}", throttle_duration_sec=1.0)
@@ -209,9 +214,9 @@ class WalkerNode(Node):
         if ns in self.base:
             self.tick(ns)
 
-    def on_base(self, msg: Odometry) -> None:
-        ns = cv.stamp_to_ns(msg.header.stamp)
-        self.base[ns] = msg
+    def on_base(self, data: bytes) -> None:
+        ns = cv.cdr_stamp_ns(data)
+        self.base[ns] = data
         if ns in self.js:
             self.tick(ns)
 
@@ -236,13 +241,16 @@ class WalkerNode(Node):
         needs_state = self.walker is None or self.p["com_mode"] == "dcm"
         if needs_state:
             # seeding and DCM feedback read the state; the planned reference does not
-            qj, vj, missing = self.reader.read(js)
+            qj, vj, missing = self.reader.read(deserialize_message(js, JointState))
             if missing or (base is None and self.imu is None):
                 self.get_logger().error(
                     f"/joint_states lack joints {list(missing)}: no walking reference", throttle_duration_sec=1.0
                 )
                 return
-            qb, vb = cv.base_from_odometry(base) if base is not None else self._seed_base(qj, vj)
+            if base is not None:
+                qb, vb = cv.base_from_odometry(deserialize_message(base, Odometry))
+            else:
+                qb, vb = self._seed_base(qj, vj)
             q, v = cv.assemble_state(qb, vb, qj, vj)
             if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
                 self.get_logger().error("non-finite robot state: no walking reference", throttle_duration_sec=1.0)
@@ -252,6 +260,7 @@ class WalkerNode(Node):
         if self.walker is None:
             self.walker = make_walker(self.robot, types.SimpleNamespace(state=self.state), self.config)
             self.end_ns = None
+            self.last_ref = None
             self._next_viz = 0
             self.get_logger().info(f"seeded at t = {ns * 1e-9:.3f} s")
         timeout = self.p["cmd_vel_timeout"]
@@ -264,7 +273,7 @@ class WalkerNode(Node):
     def _seed_base(self, qj: np.ndarray, vj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Base pose and velocity without a base topic: the IMU's orientation, the lowest sole
         on z = 0 above the world origin (what :class:`LegOdometry` starts from)."""
-        quat, gyro, accel = cv.imu_from_msg(self.imu)
+        quat, gyro, accel = cv.imu_from_msg(deserialize_message(self.imu, Imu))
         both = {"left": True, "right": True}
         p, v_world, R = LegOdometry(self.robot, 1e-3, 2e-2, 0.5).update(0.0, quat, gyro, accel, qj, vj, both)
         return np.concatenate([p, quat / np.linalg.norm(quat)]), np.concatenate([R.T @ v_world, gyro])
@@ -308,10 +317,16 @@ class WalkerNode(Node):
             refs.append(_replace(ref, feet=feet))
         if not refs:
             return
+        first = start
+        if self.end_ns is not None and start == self.end_ns + self.sample_ns and self.last_ref is not None:
+            # repeat the last published sample: consecutive trajectories overlap by one sample, so
+            # that a controller between two grid points (real time) can always interpolate
+            first, refs = self.end_ns, [self.last_ref, *refs]
         self.ref_pub.publish(
-            cv.reference_trajectory_cdr(ReferenceTrajectory.from_references(start, self.sample_ns, refs))
+            cv.reference_trajectory_cdr(ReferenceTrajectory.from_references(first, self.sample_ns, refs))
         )
-        self.end_ns = start + (len(refs) - 1) * self.sample_ns
+        self.last_ref = refs[-1]
+        self.end_ns = first + (len(refs) - 1) * self.sample_ns
         self.trajectories += 1
         if ns >= self._next_viz:
             self._next_viz = ns + cv.seconds_to_ns(self.p["viz_period"])
