@@ -73,6 +73,55 @@ def cdr_stamp_ns(data: bytes) -> int:
     return sec * 1_000_000_000 + nanosec
 
 
+def _cdr_payload(data: bytes, what: str) -> tuple[memoryview, str]:
+    if len(data) < 12:
+        raise StateError(f"{what}: serialized message too short ({len(data)} bytes)")
+    return memoryview(data)[4:], ("<" if data[1] & 1 else ">")
+
+
+def _cdr_skip_string(payload: memoryview, offset: int, order: str) -> int:
+    """Offset after the CDR string at ``offset`` (4-aligned length, then the characters)."""
+    offset = (offset + 3) & ~3
+    (length,) = struct.unpack_from(order + "I", payload, offset)
+    return offset + 4 + length
+
+
+def _cdr_doubles(payload: memoryview, offset: int, order: str, count: int, what: str) -> np.ndarray:
+    offset = (offset + 7) & ~7
+    if offset + 8 * count > len(payload):
+        raise StateError(f"{what}: serialized message too short for its fields")
+    return np.frombuffer(payload, dtype=order + "f8", count=count, offset=offset)
+
+
+def imu_from_cdr(data: bytes) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Serialized ``sensor_msgs/Imu`` -> ``(stamp [ns], orientation xyzw, gyro, specific
+    force)`` read at their CDR offsets (rclpy's message objects cost about 65 us each)."""
+    payload, order = _cdr_payload(data, "Imu")
+    sec, nanosec = struct.unpack_from(order + "iI", payload, 0)
+    offset = _cdr_skip_string(payload, 8, order)
+    v = _cdr_doubles(payload, offset, order, 4 + 9 + 3 + 9 + 3, "Imu")
+    return sec * 1_000_000_000 + nanosec, v[0:4].copy(), v[13:16].copy(), v[25:28].copy()
+
+
+def odometry_from_cdr(data: bytes) -> tuple[int, np.ndarray, np.ndarray]:
+    """Serialized ``nav_msgs/Odometry`` -> ``(stamp [ns], q_base (7,), v_base (6,))`` as
+    :func:`base_from_odometry` (about 130 us as message objects)."""
+    payload, order = _cdr_payload(data, "Odometry")
+    sec, nanosec = struct.unpack_from(order + "iI", payload, 0)
+    offset = _cdr_skip_string(payload, 8, order)  # header.frame_id
+    offset = _cdr_skip_string(payload, offset, order)  # child_frame_id
+    v = _cdr_doubles(payload, offset, order, 7 + 36 + 6, "Odometry")
+    return sec * 1_000_000_000 + nanosec, v[0:7].copy(), v[43:49].copy()
+
+
+def wrench_from_cdr(data: bytes) -> tuple[int, np.ndarray]:
+    """Serialized ``geometry_msgs/WrenchStamped`` -> ``(stamp [ns], [f, tau])``."""
+    payload, order = _cdr_payload(data, "WrenchStamped")
+    sec, nanosec = struct.unpack_from(order + "iI", payload, 0)
+    offset = _cdr_skip_string(payload, 8, order)
+    return sec * 1_000_000_000 + nanosec, _cdr_doubles(payload, offset, order, 6, "WrenchStamped").copy()
+
+
 def ns_to_stamp(ns: int) -> Time:
     return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
 
@@ -184,6 +233,7 @@ class JointStateReader:
     def __init__(self, joint_names):
         self.joint_names = tuple(joint_names)
         self._cache: dict[tuple, tuple[np.ndarray, np.ndarray, tuple[str, ...]]] = {}
+        self._cdr_names: tuple[int, bytes, tuple[str, ...]] | None = None  # (offset, bytes, names)
 
     def _layout(self, names: tuple) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
         layout = self._cache.get(names)
@@ -200,15 +250,54 @@ class JointStateReader:
             self._cache[names] = layout
         return layout
 
+    def read_cdr(self, data: bytes) -> tuple[int, np.ndarray, np.ndarray, tuple[str, ...]]:
+        """Serialized ``sensor_msgs/JointState`` -> ``(stamp [ns], q, v, missing)``, as
+        :meth:`read`, from its CDR bytes: the name list is compared byte for byte with the
+        previous message's and parsed only when it changed (rclpy's message objects cost
+        about 45 us for 32 joints, this about 10 us)."""
+        payload, order = _cdr_payload(data, "JointState")
+        sec, nanosec = struct.unpack_from(order + "iI", payload, 0)
+        offset = _cdr_skip_string(payload, 8, order)  # header.frame_id
+        cached = self._cdr_names
+        if cached is not None and cached[0] == offset and data[4 + offset : 4 + offset + len(cached[1])] == cached[1]:
+            names, offset = cached[2], offset + len(cached[1])
+        else:
+            start = offset
+            offset = (offset + 3) & ~3
+            (count,) = struct.unpack_from(order + "I", payload, offset)
+            offset += 4
+            names = []
+            for _ in range(count):
+                offset = (offset + 3) & ~3
+                (length,) = struct.unpack_from(order + "I", payload, offset)
+                names.append(bytes(payload[offset + 4 : offset + 3 + length]).decode())
+                offset += 4 + length
+            names = tuple(names)
+            self._cdr_names = (start, bytes(payload[start:offset]), names)
+        arrays = []
+        for _ in range(2):  # position, velocity
+            offset = (offset + 3) & ~3
+            (count,) = struct.unpack_from(order + "I", payload, offset)
+            offset += 4
+            if count:
+                offset = (offset + 7) & ~7
+            arrays.append(np.frombuffer(payload, dtype=order + "f8", count=count, offset=offset))
+            offset += 8 * count
+        q, v, missing = self._reorder(names, arrays[0], arrays[1])
+        return sec * 1_000_000_000 + nanosec, q, v, missing
+
     def read(self, msg: JointState) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
         """``(q [rad], v [rad/s], missing names)`` in robot order; NaN where missing."""
-        dst, src, missing = self._layout(tuple(msg.name))
+        return self._reorder(
+            tuple(msg.name), np.asarray(msg.position, dtype=float), np.asarray(msg.velocity, dtype=float)
+        )
+
+    def _reorder(self, names: tuple, pos: np.ndarray, vel: np.ndarray):
+        dst, src, missing = self._layout(names)
         n = len(self.joint_names)
         q = np.full(n, np.nan)
         v = np.full(n, np.nan)
-        pos = np.asarray(msg.position, dtype=float)
-        vel = np.asarray(msg.velocity, dtype=float)
-        if pos.size == len(msg.name) and vel.size == len(msg.name):
+        if pos.size == len(names) and vel.size == len(names):
             q[dst] = pos[src]
             v[dst] = vel[src]
             return q, v, missing

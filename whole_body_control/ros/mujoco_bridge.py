@@ -332,8 +332,9 @@ class MujocoBridge(Node):
             cv.imu_msg(stamp, self.p["base_frame"], imu.orientation, imu.gyro, imu.linear_acceleration)
         )
         self.odom_pub.publish(cv.odometry_msg(stamp, q[:7], v[:6], self.p["base_frame"]))
-        for side, w in sim.foot_wrenches().items():
-            self.wrench_pubs[side].publish(cv.wrench_msg(stamp, robot.feet[side].frame, w))
+        if any(pub.get_subscription_count() for pub in self.wrench_pubs.values()):  # the sole forces cost
+            for side, w in sim.foot_wrenches().items():
+                self.wrench_pubs[side].publish(cv.wrench_msg(stamp, robot.feet[side].frame, w))
         status_due = ns >= self._next_status_ns or self.finished
         if status_due:
             self._next_status_ns = ns + cv.seconds_to_ns(self.p["status_period"])
