@@ -14,6 +14,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import os
+import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -334,3 +337,41 @@ def _equal(a, b) -> bool:
     return len(a) == len(b) and all(
         np.array_equal(x, y, equal_nan=True) if isinstance(x, np.ndarray) else x == y for x, y in zip(a, b)
     )
+
+
+@pytest.mark.ros
+def test_command_line_parameters_win_over_the_parameter_file():
+    """``ros2 launch``/``ros2 run`` users pass ``-p name:=value``; rcl ranks a node's own
+    section of a parameter file above it, the nodes do not (hardware.yaml sets both)."""
+    from rcl_interfaces.srv import GetParameters
+
+    spec = hardware_graph("talos", walker=False)[0]
+    cmd = [*spec.cmdline(), "-p", "stale_periods:=7", "-p", "max_tilt:=1", "-p", "imu_topic:=/my/imu"]
+    assert "--params-file" in cmd and str(params_path("hardware")) in cmd
+    with domain_id() as did:
+        logs = Path(tempfile.mkdtemp(prefix="wbc_test_params_"))
+        env = graph_env(did)
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        with open(logs / "controller.log", "wb") as out:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            node = Node("param_reader", context=context)
+            client = node.create_client(GetParameters, "/whole_body_controller/get_parameters")
+            assert client.wait_for_service(timeout_sec=60.0), (logs / "controller.log").read_text()
+            future = client.call_async(GetParameters.Request(names=["stale_periods", "max_tilt", "imu_topic"]))
+            executor = rclpy.executors.SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            executor.spin_until_future_complete(future, timeout_sec=20.0)
+            values = future.result().values
+            assert values[0].integer_value == 7  # hardware.yaml says 3
+            assert values[1].double_value == 1.0  # hardware.yaml says 0.6; an integer taken as a number
+            assert values[2].string_value == "/my/imu"
+        finally:
+            rclpy.shutdown(context=context)
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
