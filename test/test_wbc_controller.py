@@ -201,10 +201,14 @@ def test_fallback_ladder_reuse_then_damping_when_the_qp_keeps_failing():
     v[6:] = 0.1
     first = ctrl.cycle(q, v)
     assert first.ok
-    # A corrupted reference (NaN CoM target) makes every solve of the first level fail.
+    # A corrupted task (NaN CoM target written past the validated reference API) makes
+    # every solve of the first level fail.
     statuses = []
-    ctrl.set_reference(Reference(com_pos=np.array([0.0, np.nan, 0.6])))
-    for _ in range(ctrl.config.safety.max_reuse_ticks + 3):
+    ctrl.tasks["com"].pos[1] = np.nan
+    # reuse, then the blend toward damping (max_torque_rate x dt per tick), then damping
+    max_step = ctrl.config.safety.max_torque_rate * ctrl.config.control_period
+    blend_ticks = int(np.ceil(np.abs(first.tau).max() / max_step)) + 1
+    for _ in range(ctrl.config.safety.max_reuse_ticks + blend_ticks):
         result = ctrl.cycle(q, v)
         assert _finite_and_bounded(robot, result), result.reason
         assert result.reason

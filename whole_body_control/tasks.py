@@ -125,9 +125,13 @@ class FrameTask(Task):
         e[3:] = pin.log3(ref.rot @ oMf.rotation.T)
         return e
 
-    def rows(self, state: RobotState):
-        ref = self.reference
-        e = self.error(state)
+    def rows(self, state: RobotState, reference: FrameReference | None = None):
+        """Rows for ``reference`` (default: the task's own)."""
+        ref = self.reference if reference is None else reference
+        oMf = state.placement(self.frame_id)
+        e = np.empty(6)
+        e[:3] = ref.pos - oMf.translation
+        e[3:] = pin.log3(ref.rot @ oMf.rotation.T)
         vel = state.velocity(self.frame_id)
         de = np.concatenate([ref.lin_vel, ref.ang_vel]) - vel
         acc = np.concatenate([ref.lin_acc, ref.ang_acc])
