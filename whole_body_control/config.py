@@ -103,7 +103,6 @@ class SolverConfig:
     eps_abs: float = field(default=1e-7, metadata={"gt": 0.0})
     max_iter: int = field(default=200, metadata={"gt": 0})
     regularization: float = field(default=1e-8, metadata={"ge": 0.0})  # Tikhonov on each level [-]
-    rank_tolerance: float = field(default=1e-7, metadata={"gt": 0.0})  # relative singular value cut
     joint_limit_horizon: float = field(default=0.05, metadata={"gt": 0.0})  # [s] for acceleration bounds
 
 

@@ -212,7 +212,7 @@ class WholeBodyController:
             for side in SIDES
         }
         solver = self.config.solver
-        self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization, solver.rank_tolerance)
+        self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization)
         self._build_tasks()
         self._tau_bound = robot.tau_max - 1e-4  # strictly inside, so clamping never alters a solution
         self._last_tau: np.ndarray | None = None
@@ -324,6 +324,51 @@ class WholeBodyController:
         t = self._task(task)
         t.kp = kp
         t.kd = 2.0 * kp**0.5 if kd is None else kd
+
+    def level_of(self, task: str) -> int:
+        """Index (0: highest priority) of the level holding ``task``."""
+        t = self._task(task)
+        return next(i for i, tasks in enumerate(self.levels) if t in tasks)
+
+    def move_task(self, task: str, level: int | str) -> None:
+        """Move ``task`` to ``level`` (an index, 0 the highest priority, or a level name);
+        it joins the end of that level.  See :meth:`move_tasks`."""
+        self.move_tasks({task: level})
+
+    def move_tasks(self, moves: dict[str, int | str]) -> None:
+        """Move several tasks at once (``{task: level}``), all or none.
+
+        Checked as a whole, so that two tasks can swap levels: every task must exist,
+        every level must exist, and no level may end up empty.  The solver's warm
+        starts, which belong to the old hierarchy, are dropped.
+
+        Raises:
+            ConfigError: naming the task or level at fault.
+        """
+        from whole_body_control.yaml_config import closest_key
+
+        target: dict[str, int] = {}
+        for name, level in moves.items():
+            self._task(name)
+            if isinstance(level, str):
+                if level not in self.level_names:
+                    raise ConfigError(f"task '{name}': no level '{level}'{closest_key(level, self.level_names)}")
+                level = self.level_names.index(level)
+            elif isinstance(level, bool) or not isinstance(level, (int, np.integer)):
+                raise ConfigError(f"task '{name}': level must be an index or a level name, got {level!r}")
+            if not 0 <= level < len(self.levels):
+                raise ConfigError(f"task '{name}': level {level} out of range 0..{len(self.levels) - 1}")
+            target[name] = int(level)
+        after = [[t for t in tasks if t.name not in target] for tasks in self.levels]
+        for name, level in target.items():
+            after[level].append(self.tasks[name])
+        empty = [self.level_names[i] for i, tasks in enumerate(after) if not tasks]
+        if empty:
+            raise ConfigError(f"moving {sorted(target)} would leave level(s) {empty} with no task")
+        if after != self.levels:
+            for tasks, new in zip(self.levels, after):
+                tasks[:] = new  # in place: callers holding ``levels`` see the change
+            self.hqp.reset()
 
     def _task(self, name: str) -> Task:
         if name not in self.tasks:
