@@ -410,6 +410,18 @@ def _index_map(model: mujoco.MjModel, robot: RobotModel) -> IndexMap:
 # -- simulation ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _GroundContacts:
+    """The ground contacts of one simulation step (see ``Simulation._ground_contact_forces``)."""
+
+    key: tuple  # (steps, time, ncon) it was computed at
+    geom: np.ndarray  # (k,) the robot geom of each contact
+    side: np.ndarray  # (k,) index in SIDES of its foot box, -1 for any other geom
+    points: np.ndarray  # (k, 3) contact points, world [m]
+    force: np.ndarray  # (k, 3) force on the robot, world [N]
+    torque: np.ndarray  # (k, 3) torque on the robot (soft contact torsion), world [N m]
+
+
 @dataclass
 class _Push:
     body: int
@@ -449,6 +461,9 @@ class Simulation:
         self.foot_geoms = {side: self.model.geom(f"{side}_foot_box").id for side in SIDES}
         self.sole_sites = {side: self.model.site(robot.feet[side].frame).id for side in SIDES}
         self.imu_site = self.model.site(IMU_SITE).id
+        self._ground_ids = np.array(sorted(self.ground_geoms))
+        self._steps = 0  # steps and resets so far: the key of the contact cache
+        self._contact_cache: _GroundContacts | None = None
         self._pushes: list[_Push] = []
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self.reset(q0)
@@ -465,6 +480,7 @@ class Simulation:
         self.data.qpos[:] = q_to_qpos(q, self.index)
         self.data.qvel[:] = v_to_qvel(v, self.data.qpos, self.index)
         self._pushes.clear()
+        self._steps += 1
         mujoco.mj_forward(self.model, self.data)
 
     @property
@@ -516,6 +532,7 @@ class Simulation:
             self.data.xfrc_applied[push.body, :3] += push.force
             push.steps_left -= 1
         self._pushes = [p for p in self._pushes if p.steps_left > 0]
+        self._steps += 1
         mujoco.mj_step(self.model, self.data)
 
     def push(self, body_name: str, force_world: np.ndarray, duration: float) -> None:
@@ -558,30 +575,33 @@ class Simulation:
             linear_acceleration=self.data.sensor("imu_accelerometer").data.copy(),
         )
 
-    def _ground_contacts(self):
-        """Yield ``(index, contact, geom, sign)`` for every contact between the ground (floor
-        or platform) and a robot geom ``geom``; ``sign`` is +1 when ``geom`` is the contact's
-        geom2 (MuJoCo's contact force acts from geom1 on geom2), -1 otherwise."""
-        for i in range(self.data.ncon):
-            contact = self.data.contact[i]
-            g1, g2 = int(contact.geom1), int(contact.geom2)
-            if g1 in self.ground_geoms:
-                yield i, contact, g2, 1.0
-            elif g2 in self.ground_geoms:
-                yield i, contact, g1, -1.0
-
-    def _foot_floor_contacts(self):
-        """Yield ``(side or None, geom, point, force_on_robot_world, torque_world)``
-        for every contact between the ground (floor or platform) and a robot geom."""
-        f6 = np.zeros(6)
-        for i, contact, other, sign in self._ground_contacts():
-            mujoco.mj_contactForce(self.model, self.data, i, f6)
-            frame = contact.frame.reshape(3, 3)  # rows: normal (geom1 -> geom2), tangents
-            # mj_contactForce gives the force geom1 exerts on geom2 in the contact frame.
-            force = sign * frame.T @ f6[:3]
-            torque = sign * frame.T @ f6[3:]
-            side = next((s for s, g in self.foot_geoms.items() if g == other), None)
-            yield side, other, contact.pos.copy(), force, torque
+    def _ground_contact_forces(self) -> _GroundContacts:
+        """Every contact between the ground (floor or platform) and a robot geom, with its
+        force on the robot, in one vectorized pass; computed once per simulation step."""
+        d = self.data
+        key = (self._steps, float(d.time), int(d.ncon))
+        if self._contact_cache is not None and self._contact_cache.key == key:
+            return self._contact_cache
+        n = d.ncon
+        geoms = d.contact.geom[:n]
+        first = np.isin(geoms[:, 0], self._ground_ids)
+        ground = first | np.isin(geoms[:, 1], self._ground_ids)
+        idx = np.flatnonzero(ground)
+        # the robot's geom; MuJoCo's contact force acts from geom1 on geom2: +1 when the robot is geom2
+        other = np.where(first[idx], geoms[idx, 1], geoms[idx, 0])
+        sign = np.where(first[idx], 1.0, -1.0)
+        f6 = np.zeros((idx.size, 6))
+        for k, i in enumerate(idx):
+            mujoco.mj_contactForce(self.model, d, int(i), f6[k])
+        frames = d.contact.frame[idx].reshape(-1, 3, 3)  # rows: normal (geom1 -> geom2), tangents
+        force = sign[:, None] * np.einsum("kji,kj->ki", frames, f6[:, :3])  # world frame
+        torque = sign[:, None] * np.einsum("kji,kj->ki", frames, f6[:, 3:])
+        points = d.contact.pos[idx].copy()
+        side = np.full(idx.size, -1)
+        for s, name in enumerate(SIDES):
+            side[other == self.foot_geoms[name]] = s
+        self._contact_cache = _GroundContacts(key, other, side, points, force, torque)
+        return self._contact_cache
 
     def foot_wrenches(self) -> dict[str, np.ndarray]:
         """Ground reaction on each foot box, from the contact forces
@@ -589,43 +609,40 @@ class Simulation:
         torque about the sole origin [N, N m]. The sole force/torque sensors
         (``<side>_force``, ``<side>_torque``) measure the same wrench with the
         opposite sign (force of the foot on the sole body)."""
-        wrenches = {side: np.zeros(6) for side in SIDES}
-        for side, _, point, force, torque in self._foot_floor_contacts():
-            if side is None:
-                continue
+        c = self._ground_contact_forces()
+        wrenches = {}
+        for s, side in enumerate(SIDES):
+            on = c.side == s
             site = self.sole_sites[side]
             origin, rot = self.data.site_xpos[site], self.data.site_xmat[site].reshape(3, 3)
-            wrenches[side][:3] += rot.T @ force
-            wrenches[side][3:] += rot.T @ (np.cross(point - origin, force) + torque)
+            force = c.force[on]
+            moment = np.cross(c.points[on] - origin, force) + c.torque[on]
+            wrenches[side] = np.concatenate([rot.T @ force.sum(axis=0), rot.T @ moment.sum(axis=0)])
         return wrenches
 
     def foot_contacts(self, min_force: float = 1e-6) -> dict[str, bool]:
         """Whether each foot box pushes on the floor (normal force > ``min_force`` [N])."""
-        load = {side: 0.0 for side in SIDES}
-        for side, _, _, force, _ in self._foot_floor_contacts():
-            if side is not None:
-                load[side] += force[2]
-        return {side: load[side] > min_force for side in SIDES}
+        c = self._ground_contact_forces()
+        return {side: float(c.force[c.side == s, 2].sum()) > min_force for s, side in enumerate(SIDES)}
 
     def measured_zmp(self, min_force: float = 1e-6) -> np.ndarray | None:
         """Ground ZMP ``(x, y)`` [m] in the world from the foot contact forces;
         ``None`` when the feet carry no vertical load (< ``min_force`` [N])."""
-        total_force, total_torque = np.zeros(3), np.zeros(3)
-        for side, _, point, force, torque in self._foot_floor_contacts():
-            if side is None:
-                continue
-            total_force += force
-            total_torque += np.cross(point, force) + torque
+        c = self._ground_contact_forces()
+        feet = c.side >= 0
+        total_force = c.force[feet].sum(axis=0)
+        total_torque = (np.cross(c.points[feet], c.force[feet]) + c.torque[feet]).sum(axis=0)
         if total_force[2] <= min_force:
             return None
         return np.array([-total_torque[1], total_torque[0]]) / total_force[2]
 
     def non_foot_ground_contact(self) -> str | None:
         """Name of a body other than the feet touching the ground (floor or platform), or ``None``."""
-        for _, _, other, _ in self._ground_contacts():
-            if other not in self.foot_geoms.values():
-                return self.model.body(self.model.geom_bodyid[other]).name
-        return None
+        c = self._ground_contact_forces()
+        others = np.flatnonzero(c.side < 0)
+        if others.size == 0:
+            return None
+        return self.model.body(self.model.geom_bodyid[c.geom[others[0]]]).name
 
     def base_height(self) -> float:
         """Height of the base frame above the ground under it (floor or platform) [m]."""
