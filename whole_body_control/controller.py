@@ -63,6 +63,7 @@ class ReferenceRejected(WbcError, ValueError):
 
 
 # FrameReference fields and how a rejection names them.
+_COM_FIELDS = (("com_pos", "com position"), ("com_vel", "com velocity"), ("com_acc", "com acceleration"))
 _FRAME_FIELDS = (
     ("pos", "position", (3,)),
     ("rot", "rotation", (3, 3)),
@@ -73,17 +74,40 @@ _FRAME_FIELDS = (
 )
 
 
-def _checked_vector(value, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """``value`` as a float array of ``shape`` (a copy), or :class:`ReferenceRejected` naming ``name``."""
-    try:
-        array = np.array(value, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ReferenceRejected(f"{name} is not numeric ({exc})") from None
-    if array.shape != shape:
-        raise ReferenceRejected(f"{name} has shape {array.shape}, expected {shape}")
-    if not np.isfinite(array).all():
-        raise ReferenceRejected(f"non-finite {name}")
-    return array
+def _checked_fields(values: list, names: list[str], shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """``values`` as float arrays of ``shapes`` (copies, views of one new buffer), or
+    :class:`ReferenceRejected` naming the first bad one.  One finiteness test for all:
+    this runs every tick."""
+    parts = []
+    for value, name, shape in zip(values, names, shapes):
+        try:
+            array = np.asarray(value, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ReferenceRejected(f"{name} is not numeric ({exc})") from None
+        if array.shape != shape:
+            raise ReferenceRejected(f"{name} has shape {array.shape}, expected {shape}")
+        parts.append(array.ravel())
+    flat = np.concatenate(parts)
+    if not np.isfinite(flat).all():
+        bad = next(name for name, part in zip(names, parts) if not np.isfinite(part).all())
+        raise ReferenceRejected(f"non-finite {bad}")
+    out, start = [], 0
+    for part, shape in zip(parts, shapes):
+        out.append(flat[start : start + part.size].reshape(shape))
+        start += part.size
+    return out
+
+
+def _is_rotation(rot: np.ndarray) -> bool:
+    """Orthonormal with determinant +1, to 1e-6."""
+    (a, b, c), (d, e, f), (g, h, i) = rot.tolist()
+    det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+    return det > 0.0 and float(np.abs(rot.T @ rot - _EYE3).max()) <= 1e-6
+
+
+_EYE3 = np.eye(3)
+_FRAME_KEYS = tuple(key for key, _, _ in _FRAME_FIELDS)
+_FRAME_SHAPES = [shape for _, _, shape in _FRAME_FIELDS]
 
 
 @dataclass
@@ -110,22 +134,25 @@ class Reference:
             ReferenceRejected: naming the first bad field.
         """
         com = {}
-        for key, label in (("com_pos", "com position"), ("com_vel", "com velocity"), ("com_acc", "com acceleration")):
-            value = getattr(self, key)
-            com[key] = None if value is None else _checked_vector(value, label, (3,))
+        present = [(k, lbl) for k, lbl in _COM_FIELDS if getattr(self, k) is not None]
+        if present:
+            arrays = _checked_fields(
+                [getattr(self, k) for k, _ in present], [lbl for _, lbl in present], [(3,)] * len(present)
+            )
+            com = {k: arr for (k, _), arr in zip(present, arrays)}
         frames = {}
         for name, fref in self.frames.items():
             if not isinstance(fref, FrameReference):
                 raise ReferenceRejected(f"{name} is a {type(fref).__name__}, not a FrameReference")
-            values = {
-                key: _checked_vector(getattr(fref, key), f"{name} {label}", shape)
-                for key, label, shape in _FRAME_FIELDS
-            }
-            rot = values["rot"]
-            if np.abs(rot.T @ rot - np.eye(3)).max() > 1e-6 or np.linalg.det(rot) < 0:
+            arrays = _checked_fields(
+                [getattr(fref, key) for key in _FRAME_KEYS],
+                [f"{name} {label}" for _, label, _ in _FRAME_FIELDS],
+                _FRAME_SHAPES,
+            )
+            if not _is_rotation(arrays[1]):
                 raise ReferenceRejected(f"{name} rotation is not a rotation matrix")
-            frames[name] = FrameReference(**values)
-        posture = None if self.posture is None else _checked_vector(self.posture, "posture", (na,))
+            frames[name] = FrameReference(*arrays)
+        posture = None if self.posture is None else _checked_fields([self.posture], ["posture"], [(na,)])[0]
         contacts = None
         if self.contacts is not None:
             contacts = {}
