@@ -668,7 +668,7 @@ class WholeBodyController:
         nv, na, n = self.nv, self.na, self.n
         fs = self._fscale
         contacts = [self.contacts[s] for s in SIDES]
-        Js = [st.jacobian(c.frame_id, _LOCAL) for c in contacts]
+        Js = self._Js = [st.jacobian(c.frame_id, _LOCAL) for c in contacts]  # also read by _finish
         # Hard equalities: floating-base dynamics, contact constraints, zero wrench of a free foot.
         E, e = self._E, self._e
         E.fill(0.0)
@@ -774,7 +774,7 @@ class WholeBodyController:
         x = sol.x
         a = x[:nv]
         fs = [x[nv : nv + 6] * self._fscale, x[nv + 6 : nv + 12] * self._fscale]
-        Js = [st.jacobian(self.contacts[s].frame_id, _LOCAL) for s in SIDES]
+        Js = self._Js  # this tick's contact Jacobians (built in _build, same state)
         # M a + h - J^T f: its actuated rows are the torques, its base rows the residual.
         full = st.M @ a + st.h - Js[0].T @ fs[0] - Js[1].T @ fs[1]
         tau = full[6:].copy()

@@ -49,6 +49,18 @@ def _spd_solve(G: np.ndarray, B: np.ndarray, factor=None) -> np.ndarray:
     return x
 
 
+_EYES: dict[int, np.ndarray] = {}
+
+
+def _eye(n: int) -> np.ndarray:
+    """The n x n identity, read-only and shared (built once per size)."""
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye
+
+
 @dataclass(frozen=True)
 class LevelProblem:
     """One level's QP in its reduced coordinates ``z`` (``x = x_k + Z_k z``)::
@@ -170,7 +182,7 @@ class HierarchicalQP:
             # the flat directions (null(AZ), including the directions Z removes) weighted.
             Gp = AZ @ AZ.T
             Gp.flat[:: Gp.shape[0] + 1] += 1e-9 * (1.0 + np.trace(Gp) / Gp.shape[0])
-            P = np.eye(n) - AZ.T @ _spd_solve(Gp, AZ)
+            P = _eye(n) - AZ.T @ _spd_solve(Gp, AZ)
         H += (self.flat_weight * scale_h) * P
         H.flat[:: n + 1] += self.regularization * (1.0 + scale_h)
         g = -(WAZ.T @ r)
@@ -242,7 +254,7 @@ class HierarchicalQP:
             c0 = _cholesky(G0)
             sol0 = _spd_solve(G0, np.column_stack([e, E]), c0)
             x = E.T @ sol0[:, 0]
-            Z = np.eye(n) - E.T @ sol0[:, 1:]
+            Z = _eye(n) - E.T @ sol0[:, 1:]
             x += E.T @ _spd_solve(G0, e - E @ x, c0)  # one step of iterative refinement
             if np.linalg.norm(E @ x - e) > 1e-8 * max(1.0, np.linalg.norm(e)):
                 raise LevelFailure(0, "hard equality constraints are inconsistent")
@@ -292,7 +304,7 @@ class HierarchicalQP:
                 # kept to round-off below it (a damped projector would leak).
                 Gp = G.copy()
                 Gp.flat[:: G.shape[0] + 1] += 1e-13 * (1.0 + trace)
-                P = np.eye(n) - AZ.T @ _spd_solve(Gp, AZ)
+                P = _eye(n) - AZ.T @ _spd_solve(Gp, AZ)
             G.flat[:: G.shape[0] + 1] += damping * (1.0 + trace) / w
             y = _spd_solve(G, r)
             z = AZ.T @ y
