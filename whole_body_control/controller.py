@@ -99,10 +99,11 @@ def _checked_fields(values: list, names: list[str], shapes: list[tuple[int, ...]
 
 
 def _is_rotation(rot: np.ndarray) -> bool:
-    """Orthonormal with determinant +1, to 1e-6."""
+    """Orthonormal to 1e-4 (lenient: rounding in a message pipeline passes, garbage
+    such as a zero or scaled matrix does not) with a positive determinant."""
     (a, b, c), (d, e, f), (g, h, i) = rot.tolist()
     det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
-    return det > 0.0 and float(np.abs(rot.T @ rot - _EYE3).max()) <= 1e-6
+    return det > 0.0 and float(np.abs(rot.T @ rot - _EYE3).max()) <= 1e-4
 
 
 _EYE3 = np.eye(3)
@@ -128,7 +129,7 @@ class Reference:
 
     def validated(self, na: int) -> Reference:
         """A copy with every field checked: finite, of the right shape (``na`` actuated
-        joints), rotations orthonormal, contact flags booleans for ``left``/``right``.
+        joints), rotations orthonormal (to 1e-4), contact flags booleans for ``left``/``right``.
 
         Raises:
             ReferenceRejected: naming the first bad field.
