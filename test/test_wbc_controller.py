@@ -88,6 +88,66 @@ def test_strict_priority_higher_level_unaffected_by_conflicting_lower_level():
     assert r_stacked.task_residuals["com_low"] < r_alone.task_residuals.get("com_low", np.inf)
 
 
+def test_move_task_changes_the_priority_and_is_validated():
+    robot = load_robot("talos", fresh=False)
+    com = TaskConfig(type="com", weight=1.0, kp=100.0, kd=20.0)
+    posture = TaskConfig(type="posture", weight=1.0, kp=30.0)
+    levels = {"top": {"com": com}, "low": {"com_low": com}, "rest": {"posture": posture}}
+    ctrl = WholeBodyController(robot, _priority_config(levels))
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    target = ctrl.tasks["com"].pos + [0.005, 0.0, -0.005]
+    conflicting = ctrl.tasks["com"].pos + [-0.005, 0.005, 0.0]
+    ctrl.tasks["com"].set_reference(target)
+    ctrl.tasks["com_low"].set_reference(conflicting)
+    stacked = ctrl.cycle(q, v)
+    # Errors name what is wrong and change nothing.
+    with pytest.raises(ConfigError, match="did you mean 'com_low'"):
+        ctrl.move_task("com_lo", 0)
+    with pytest.raises(ConfigError, match=r"level 3 out of range 0\.\.2"):
+        ctrl.move_task("com_low", 3)
+    with pytest.raises(ConfigError, match="did you mean 'top'"):
+        ctrl.move_task("com_low", "tp")
+    with pytest.raises(ConfigError, match=r"would leave level\(s\) \['low'\] with no task"):
+        ctrl.move_task("com_low", "top")
+    assert [[t.name for t in tasks] for tasks in ctrl.levels] == [["com"], ["com_low"], ["posture"]]
+    # A swap is checked as a whole; the lower CoM task now wins over the first one.
+    levels_seen = ctrl.levels
+    ctrl.move_tasks({"com": "low", "com_low": 0})
+    assert ctrl.levels is levels_seen and [[t.name for t in tasks] for tasks in ctrl.levels] == [
+        ["com_low"],
+        ["com"],
+        ["posture"],
+    ]
+    assert ctrl.level_of("com") == 1 and ctrl.level_of("com_low") == 0
+    swapped = ctrl.cycle(q, v)
+    assert swapped.ok and stacked.ok
+    assert swapped.task_residuals["com_low"] == pytest.approx(stacked.task_residuals["com"], abs=1e-6)
+    assert swapped.task_residuals["com"] > swapped.task_residuals["com_low"] + 1e-3
+    # and back: the first solution again
+    ctrl.move_tasks({"com": 0, "com_low": 1})
+    again = ctrl.cycle(q, v)
+    assert again.task_residuals["com"] == pytest.approx(stacked.task_residuals["com"], abs=1e-6)
+
+
+def test_a_failed_level_raises_a_wbc_error_carrying_its_qp():
+    from whole_body_control.errors import WbcError
+    from whole_body_control.hqp import HierarchicalQP, LevelFailure, Objective
+
+    E, e = np.zeros((0, 2)), np.zeros(0)
+    C = np.array([[1.0, 0.0], [1.0, 0.0]])
+    lower, upper = np.array([1.0, -np.inf]), np.array([np.inf, 0.0])  # x0 >= 1 and x0 <= 0
+    levels = [[Objective("first", np.array([[1.0, 0.0]]), np.array([0.5]), 1.0)]]
+    with pytest.raises(LevelFailure) as info:
+        HierarchicalQP(max_iter=20).solve(E, e, C, lower, upper, levels)
+    failure = info.value
+    assert isinstance(failure, WbcError) and failure.level == 1
+    p = failure.problem
+    assert p.level == 1 and p.H.shape == (2, 2) and p.C.shape == (2, 2) and p.g.shape == (2,)
+    # the carried QP is the infeasible one: the same row bounded below by more than above
+    np.testing.assert_allclose(p.C[0], p.C[1])
+    assert p.lower[0] > p.upper[1]
+
+
 def _contact_zmp(robot, q, wrenches, z0):
     """ZMP [m] (x, y) on the plane z = z0 of the contact wrenches (sole frames) at ``q``."""
     data = robot.model.createData()
@@ -201,10 +261,14 @@ def test_fallback_ladder_reuse_then_damping_when_the_qp_keeps_failing():
     v[6:] = 0.1
     first = ctrl.cycle(q, v)
     assert first.ok
-    # A corrupted reference (NaN CoM target) makes every solve of the first level fail.
+    # A corrupted task (NaN CoM target written past the validated reference API) makes
+    # every solve of the first level fail.
     statuses = []
-    ctrl.set_reference(Reference(com_pos=np.array([0.0, np.nan, 0.6])))
-    for _ in range(ctrl.config.safety.max_reuse_ticks + 3):
+    ctrl.tasks["com"].pos[1] = np.nan
+    # reuse, then the blend toward damping (max_torque_rate x dt per tick), then damping
+    max_step = ctrl.config.safety.max_torque_rate * ctrl.config.control_period
+    blend_ticks = int(np.ceil(np.abs(first.tau).max() / max_step)) + 1
+    for _ in range(ctrl.config.safety.max_reuse_ticks + blend_ticks):
         result = ctrl.cycle(q, v)
         assert _finite_and_bounded(robot, result), result.reason
         assert result.reason

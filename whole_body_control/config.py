@@ -103,7 +103,6 @@ class SolverConfig:
     eps_abs: float = field(default=1e-7, metadata={"gt": 0.0})
     max_iter: int = field(default=200, metadata={"gt": 0})
     regularization: float = field(default=1e-8, metadata={"ge": 0.0})  # Tikhonov on each level [-]
-    rank_tolerance: float = field(default=1e-7, metadata={"gt": 0.0})  # relative singular value cut
     joint_limit_horizon: float = field(default=0.05, metadata={"gt": 0.0})  # [s] for acceleration bounds
 
 
@@ -115,12 +114,16 @@ class SafetyConfig:
     max_com_height: CoM references above this height are clamped [m] (None: 1.2 x reference).
     support_margin: CoM reference kept this far inside the support polygon [m].
     dynamics_tolerance: residual of M a + h - S^T tau - J^T f above which a solution is rejected.
+    max_torque_rate: rate [N m/s] per joint at which the output torque moves toward damping
+        when a tick cannot use the QP (rejected state, failed solves, latched damping): the
+        torque never steps; each tick moves it by at most this times dt.
     """
 
     max_reuse_ticks: int = field(default=20, metadata={"ge": 0})
     max_com_height: float | None = field(default=None, metadata={"gt": 0.0})
     support_margin: float = field(default=0.01, metadata={"ge": 0.0})
     dynamics_tolerance: float = field(default=1e-6, metadata={"gt": 0.0})
+    max_torque_rate: float = field(default=5000.0, metadata={"gt": 0.0})  # [N m/s]
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,19 @@ Fallback ladder on a failed solve: drop the failing level and those below it
 last good torques for at most ``safety.max_reuse_ticks`` ticks ("reused");
 then joint damping with zero feed-forward ("damping").  Output torques are
 always finite and inside the limits.
+
+Inputs are validated at this boundary, before any solve: a non-finite or
+ill-shaped reference field is rejected whole (the last valid reference is kept,
+status "held", the reason names the field); a ``dt`` that is not finite and
+positive is replaced by the control period (status "held"); a non-finite state
+gives damping.  Whenever damping follows other torques it is approached at
+``safety.max_torque_rate`` [N m/s], so a rejected state never makes the
+torque step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -25,7 +34,7 @@ import numpy as np
 from whole_body_control import geometry
 from whole_body_control.config import FRAME_ALIASES, WbcConfig, load_wbc_config
 from whole_body_control.contacts import Contact6D
-from whole_body_control.errors import ConfigError, StateError
+from whole_body_control.errors import ConfigError, StateError, WbcError
 from whole_body_control.hqp import HierarchicalQP, LevelFailure, Objective
 from whole_body_control.robot import RobotModel
 from whole_body_control.state import LOCAL as _LOCAL
@@ -48,6 +57,68 @@ AIRBORNE_KP = 100.0  # [1/s^2]
 AIRBORNE_KD = 20.0  # [1/s]
 
 
+class ReferenceRejected(WbcError, ValueError):
+    """A reference field is not usable (non-finite, wrong shape, unknown contact); the
+    message names the field, e.g. ``non-finite left_foot position``."""
+
+
+# FrameReference fields and how a rejection names them.
+_COM_FIELDS = (("com_pos", "com position"), ("com_vel", "com velocity"), ("com_acc", "com acceleration"))
+_FRAME_FIELDS = (
+    ("pos", "position", (3,)),
+    ("rot", "rotation", (3, 3)),
+    ("lin_vel", "linear velocity", (3,)),
+    ("ang_vel", "angular velocity", (3,)),
+    ("lin_acc", "linear acceleration", (3,)),
+    ("ang_acc", "angular acceleration", (3,)),
+)
+
+
+def _checked_fields(values: list, names: list[str], shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """``values`` as float arrays of ``shapes`` (copies, views of one new buffer), or
+    :class:`ReferenceRejected` naming the first bad one.  One finiteness test for all:
+    this runs every tick."""
+    parts = []
+    for value, name, shape in zip(values, names, shapes):
+        try:
+            array = np.asarray(value, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ReferenceRejected(f"{name} is not numeric ({exc})") from None
+        if array.shape != shape:
+            raise ReferenceRejected(f"{name} has shape {array.shape}, expected {shape}")
+        parts.append(array.ravel())
+    flat = np.concatenate(parts)
+    if not np.isfinite(flat).all():
+        bad = next(name for name, part in zip(names, parts) if not np.isfinite(part).all())
+        raise ReferenceRejected(f"non-finite {bad}")
+    out, start = [], 0
+    for part, shape in zip(parts, shapes):
+        out.append(flat[start : start + part.size].reshape(shape))
+        start += part.size
+    return out
+
+
+def _is_rotation(rot: np.ndarray) -> bool:
+    """Orthonormal to 1e-4 (lenient: rounding in a message pipeline passes, garbage
+    such as a zero or scaled matrix does not) with a positive determinant.  In plain
+    Python: a 3 x 3 check costs less than the numpy calls it would take."""
+    (a, b, c), (d, e, f), (g, h, i) = rot.tolist()
+    det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+    gram = (
+        a * a + d * d + g * g - 1.0,
+        b * b + e * e + h * h - 1.0,
+        c * c + f * f + i * i - 1.0,
+        a * b + d * e + g * h,
+        a * c + d * f + g * i,
+        b * c + e * f + h * i,
+    )
+    return det > 0.0 and max(abs(x) for x in gram) <= 1e-4
+
+
+_FRAME_KEYS = tuple(key for key, _, _ in _FRAME_FIELDS)
+_FRAME_SHAPES = [shape for _, _, shape in _FRAME_FIELDS]
+
+
 @dataclass
 class Reference:
     """What the controller tracks this tick (world frame, SI units).
@@ -64,6 +135,44 @@ class Reference:
     posture: np.ndarray | None = None  # actuated joint positions [rad]
     contacts: dict[str, bool] | None = None
 
+    def validated(self, na: int) -> Reference:
+        """A copy with every field checked: finite, of the right shape (``na`` actuated
+        joints), rotations orthonormal (to 1e-4), contact flags booleans for ``left``/``right``.
+
+        Raises:
+            ReferenceRejected: naming the first bad field.
+        """
+        com = {}
+        present = [(k, lbl) for k, lbl in _COM_FIELDS if getattr(self, k) is not None]
+        if present:
+            arrays = _checked_fields(
+                [getattr(self, k) for k, _ in present], [lbl for _, lbl in present], [(3,)] * len(present)
+            )
+            com = {k: arr for (k, _), arr in zip(present, arrays)}
+        frames = {}
+        for name, fref in self.frames.items():
+            if not isinstance(fref, FrameReference):
+                raise ReferenceRejected(f"{name} is a {type(fref).__name__}, not a FrameReference")
+            arrays = _checked_fields(
+                [getattr(fref, key) for key in _FRAME_KEYS],
+                [f"{name} {label}" for _, label, _ in _FRAME_FIELDS],
+                _FRAME_SHAPES,
+            )
+            if not _is_rotation(arrays[1]):
+                raise ReferenceRejected(f"{name} rotation is not a rotation matrix")
+            frames[name] = FrameReference(*arrays)
+        posture = None if self.posture is None else _checked_fields([self.posture], ["posture"], [(na,)])[0]
+        contacts = None
+        if self.contacts is not None:
+            contacts = {}
+            for side, on in self.contacts.items():
+                if side not in SIDES:
+                    raise ReferenceRejected(f"unknown contact '{side}' (use {', '.join(SIDES)})")
+                if not isinstance(on, (bool, np.bool_)) and not (isinstance(on, (int, np.integer)) and on in (0, 1)):
+                    raise ReferenceRejected(f"contacts flag '{side}' is {on!r}, not a bool")
+                contacts[side] = bool(on)
+        return Reference(**com, frames=frames, posture=posture, contacts=contacts)
+
 
 @dataclass(frozen=True)
 class WbcResult:
@@ -72,8 +181,10 @@ class WbcResult:
     tau: joint torques [N m] in ``robot.joint_names`` order.
     a: generalized accelerations (nv,) of the solution (zeros in damping).
     wrenches: contact wrench per foot [N, N m] in the sole frame.
-    status: "ok", "relaxed", "reused", "damping" or "airborne" (see :meth:`WholeBodyController.hold_airborne`).
-    reason: why the status is not "ok" ("" otherwise).
+    status: "ok", "held" (an input was rejected, the tick solved on the last valid
+        reference and the nominal period), "relaxed", "reused", "damping" or
+        "airborne" (see :meth:`WholeBodyController.hold_airborne`).
+    reason: why the status is not "ok" ("" otherwise): what happened, inputs first.
     warnings: reference guards that acted this tick.
     level_names / residuals: per task level, sqrt(sum w ||A x - b||^2).
     task_residuals: per task, ||A x - b||.
@@ -137,7 +248,7 @@ class WholeBodyController:
             for side in SIDES
         }
         solver = self.config.solver
-        self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization, solver.rank_tolerance)
+        self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization)
         self._build_tasks()
         self._tau_bound = robot.tau_max - 1e-4  # strictly inside, so clamping never alters a solution
         self._last_tau: np.ndarray | None = None
@@ -147,8 +258,26 @@ class WholeBodyController:
         self._last_wrenches: dict[str, np.ndarray] | None = None
         self._polygon_cache: tuple | None = None
         self._guard_cache: tuple | None = None
+        self._last_out: np.ndarray | None = None  # torques of the last tick, whatever its status
         self.reset(robot.q_ref)
         self._com_z0 = float(self.state.com[2] - self._ground_height())  # reference CoM height [m]
+        self._base_frame = robot.model.getFrameId(robot.config.base_frame)
+        self.foot_reach = {side: self._reach(robot.foot_frame_ids[side]) for side in SIDES}
+
+    def _reach(self, frame_id: int) -> float:
+        """Upper bound [m] on the distance from the base frame to frame ``frame_id``.
+
+        The sum of the distances between consecutive joint origins along the chain
+        from the base to the frame (each is fixed in a body, whatever the joint
+        angles), so by the triangle inequality no configuration puts the frame
+        farther.  Evaluated at the current state; the value does not depend on it.
+        """
+        model, data = self.robot.model, self.state.data
+        parent = model.frames[frame_id].parentJoint
+        points = [self.state.placement(self._base_frame).translation]
+        points += [data.oMi[j].translation for j in model.supports[parent] if j >= 2]  # skip universe, free flyer
+        points.append(self.state.placement(frame_id).translation)
+        return float(sum(np.linalg.norm(b - a) for a, b in zip(points, points[1:])))
 
     # -- set-up ----------------------------------------------------------------
 
@@ -212,6 +341,7 @@ class WholeBodyController:
                 task.set_reference(com)
         self.hqp.reset()
         self._last_tau = None
+        self._last_out = None
         self._reuse_count = 0
         self._latched = None
 
@@ -230,6 +360,51 @@ class WholeBodyController:
         t = self._task(task)
         t.kp = kp
         t.kd = 2.0 * kp**0.5 if kd is None else kd
+
+    def level_of(self, task: str) -> int:
+        """Index (0: highest priority) of the level holding ``task``."""
+        t = self._task(task)
+        return next(i for i, tasks in enumerate(self.levels) if t in tasks)
+
+    def move_task(self, task: str, level: int | str) -> None:
+        """Move ``task`` to ``level`` (an index, 0 the highest priority, or a level name);
+        it joins the end of that level.  See :meth:`move_tasks`."""
+        self.move_tasks({task: level})
+
+    def move_tasks(self, moves: dict[str, int | str]) -> None:
+        """Move several tasks at once (``{task: level}``), all or none.
+
+        Checked as a whole, so that two tasks can swap levels: every task must exist,
+        every level must exist, and no level may end up empty.  The solver's warm
+        starts, which belong to the old hierarchy, are dropped.
+
+        Raises:
+            ConfigError: naming the task or level at fault.
+        """
+        from whole_body_control.yaml_config import closest_key
+
+        target: dict[str, int] = {}
+        for name, level in moves.items():
+            self._task(name)
+            if isinstance(level, str):
+                if level not in self.level_names:
+                    raise ConfigError(f"task '{name}': no level '{level}'{closest_key(level, self.level_names)}")
+                level = self.level_names.index(level)
+            elif isinstance(level, bool) or not isinstance(level, (int, np.integer)):
+                raise ConfigError(f"task '{name}': level must be an index or a level name, got {level!r}")
+            if not 0 <= level < len(self.levels):
+                raise ConfigError(f"task '{name}': level {level} out of range 0..{len(self.levels) - 1}")
+            target[name] = int(level)
+        after = [[t for t in tasks if t.name not in target] for tasks in self.levels]
+        for name, level in target.items():
+            after[level].append(self.tasks[name])
+        empty = [self.level_names[i] for i, tasks in enumerate(after) if not tasks]
+        if empty:
+            raise ConfigError(f"moving {sorted(target)} would leave level(s) {empty} with no task")
+        if after != self.levels:
+            for tasks, new in zip(self.levels, after):
+                tasks[:] = new  # in place: callers holding ``levels`` see the change
+            self.hqp.reset()
 
     def _task(self, name: str) -> Task:
         if name not in self.tasks:
@@ -295,6 +470,13 @@ class WholeBodyController:
     # -- references -------------------------------------------------------------
 
     def set_reference(self, ref: Reference) -> None:
+        """Track ``ref`` from now on; all of it or, if a field is bad, none of it.
+
+        Raises:
+            ReferenceRejected: a field is non-finite or ill-shaped (the message names it);
+                the previous references stay in force.
+        """
+        ref = ref.validated(self.na)
         com_task = self.com_task
         if com_task is not None and ref.com_pos is not None:
             com_task.set_reference(ref.com_pos, ref.com_vel, ref.com_acc)
@@ -371,6 +553,26 @@ class WholeBodyController:
             acc[:2] = (st.com[:2] - target) * lift / height
         return acc
 
+    def _guard_foot(self, task: FrameTask, warnings: list[str]) -> FrameReference:
+        """The swing foot's reference, its position clamped to the leg's reach from the base.
+
+        A reference beyond :attr:`foot_reach` [m] cannot be reached whatever the joints
+        do; tracking it would only saturate the torques.  It is moved onto the reach
+        sphere, with zero linear velocity and acceleration, and reported.
+        """
+        ref = task.reference
+        base = self.state.placement(self._base_frame).translation
+        offset = ref.pos - base
+        distance = float(np.linalg.norm(offset))
+        reach = self.foot_reach[task.side]
+        if distance <= reach:
+            return ref
+        warnings.append(
+            f"{task.name} reference {distance:.3g} m from the base clamped to the leg's reach {reach:.3g} m"
+        )
+        zero = np.zeros(3)
+        return dataclasses.replace(ref, pos=base + offset * (reach / distance), lin_vel=zero, lin_acc=zero)
+
     def _guard_polygon(self):
         """Support polygon shrunk by the margin, with its half-planes ``N p <= d`` (cached)."""
         key = tuple(c.active for c in self.contacts.values())
@@ -403,19 +605,45 @@ class WholeBodyController:
             dt: time since the last tick [s] (default: the configured control period).
             reference: new references, or None to keep the current ones.
         """
+        result = self._cycle(q, v, dt, reference)
+        self._last_out = result.tau
+        return result
+
+    def _cycle(self, q, v, dt, reference) -> WbcResult:
         t0 = time.perf_counter()
-        dt = self.config.control_period if dt is None else dt
+        rejected: list[str] = []  # inputs rejected this tick, for the reason
+        period = self.config.control_period
+        if dt is None:
+            dt = period
+        else:
+            try:
+                dt_ok = math.isfinite(dt) and dt > 0.0
+            except TypeError:
+                dt_ok = False
+            if not dt_ok:
+                rejected.append(f"dt rejected: {dt!r} (must be finite and > 0); stepped the control period {period} s")
+                dt = period
         self.time += dt
         try:
             check_state(self.robot, q, v)
         except StateError as exc:
-            return self._damping(v, f"state rejected: {exc}", t0)
+            return self._damping(v, f"state rejected: {exc}", t0, dt=dt)
         if self._latched is not None:
-            return self._damping(v, self._latched, t0)
+            return self._damping(v, self._latched, t0, dt=dt)
         if self._airborne is not None:
             return self._airborne_tick(q, v, t0)
         if reference is not None:
-            self.set_reference(reference)
+            try:
+                self.set_reference(reference)
+            except ReferenceRejected as exc:
+                rejected.append(f"reference rejected: {exc}; holding the last valid reference")
+        result = self._solve(q, v, dt, t0)
+        if not rejected:
+            return result
+        reason = "; ".join(rejected + ([result.reason] if result.reason else []))
+        return dataclasses.replace(result, status="held" if result.ok else result.status, reason=reason)
+
+    def _solve(self, q, v, dt, t0) -> WbcResult:
         for c in self.contacts.values():
             c.update(self.time)
         self.state.update(q, v, check=False)
@@ -423,7 +651,7 @@ class WholeBodyController:
         try:
             E, e, C, lower, upper, levels = self._build(warnings)
         except Exception as exc:  # a reference that breaks the maths must not break the loop
-            return self._fallback(v, f"building the QP failed: {exc}", t0, warnings)
+            return self._fallback(v, f"building the QP failed: {exc}", t0, warnings, dt)
         skip = None
         status, reason = "ok", ""
         while True:
@@ -442,14 +670,14 @@ class WholeBodyController:
                 status = "relaxed"
                 reason = f"{failure.reason}; relaxed level '{self.level_names[skip]}' and below"
                 continue
-            return self._fallback(v, failure.reason, t0, warnings)
+            return self._fallback(v, failure.reason, t0, warnings, dt)
 
     def _build(self, warnings: list[str]):
         st = self.state
         nv, na, n = self.nv, self.na, self.n
         fs = self._fscale
         contacts = [self.contacts[s] for s in SIDES]
-        Js = [st.jacobian(c.frame_id, _LOCAL) for c in contacts]
+        Js = self._Js = [st.jacobian(c.frame_id, _LOCAL) for c in contacts]  # also read by _finish
         # Hard equalities: floating-base dynamics, contact constraints, zero wrench of a free foot.
         E, e = self._E, self._e
         E.fill(0.0)
@@ -507,6 +735,8 @@ class WholeBodyController:
                 if isinstance(task, ComTask):
                     acc = self._guard_com(task, warnings, ground, com_height)
                     A_a, b = task.rows(st, acc, com_height if n_active else None)
+                elif isinstance(task, FrameTask) and task.side is not None:
+                    A_a, b = task.rows(st, self._guard_foot(task, warnings))
                 else:
                     A_a, b = task.rows(st)
                 A = self._task_buffer(task.name, A_a.shape[0])
@@ -553,7 +783,7 @@ class WholeBodyController:
         x = sol.x
         a = x[:nv]
         fs = [x[nv : nv + 6] * self._fscale, x[nv + 6 : nv + 12] * self._fscale]
-        Js = [st.jacobian(self.contacts[s].frame_id, _LOCAL) for s in SIDES]
+        Js = self._Js  # this tick's contact Jacobians (built in _build, same state)
         # M a + h - J^T f: its actuated rows are the torques, its base rows the residual.
         full = st.M @ a + st.h - Js[0].T @ fs[0] - Js[1].T @ fs[1]
         tau = full[6:].copy()
@@ -601,7 +831,7 @@ class WholeBodyController:
             tick_time=time.perf_counter() - t0,
         )
 
-    def _fallback(self, v: np.ndarray, reason: str, t0: float, warnings: list[str]) -> WbcResult:
+    def _fallback(self, v: np.ndarray, reason: str, t0: float, warnings: list[str], dt: float) -> WbcResult:
         if self._last_tau is not None and self._reuse_count < self.config.safety.max_reuse_ticks:
             self._reuse_count += 1
             return self._result(
@@ -611,12 +841,27 @@ class WholeBodyController:
                 t0,
                 warnings,
             )
-        return self._damping(v, f"{reason}; joint damping", t0, warnings)
+        return self._damping(v, f"{reason}; joint damping", t0, warnings, dt)
 
-    def _damping(self, v: np.ndarray, reason: str, t0: float, warnings: list[str] | None = None) -> WbcResult:
+    def _damping_target(self, v: np.ndarray) -> np.ndarray:
+        """``-kd_safe v`` for the joints (non-finite entries of ``v`` read as 0), clipped to the limits."""
         vj = np.asarray(v, dtype=float)[6:] if np.shape(v) == (self.nv,) else np.zeros(self.na)
         vj = np.nan_to_num(vj, nan=0.0, posinf=0.0, neginf=0.0)
-        tau = np.clip(-self.robot.kd_safe * vj, -self.robot.tau_max, self.robot.tau_max)
+        return np.clip(-self.robot.kd_safe * vj, -self.robot.tau_max, self.robot.tau_max)
+
+    def _damping(
+        self, v: np.ndarray, reason: str, t0: float, warnings: list[str] | None = None, dt: float | None = None
+    ) -> WbcResult:
+        """Damping, approached from the last tick's torques by at most
+        ``safety.max_torque_rate * dt`` [N m] per joint (``dt`` [s], default the control period)."""
+        tau = self._damping_target(v)
+        last = self._last_out
+        if last is not None and last.shape == tau.shape:
+            step = self.config.safety.max_torque_rate * (self.config.control_period if dt is None else dt)
+            gap = tau - last
+            if np.abs(gap).max() > step:
+                tau = last + np.clip(gap, -step, step)
+                reason = f"{reason} (blending toward damping, max {step:.3g} N m per tick)"
         self._last_tau = None
         return self._result(tau, "damping", reason, t0, warnings or [])
 
@@ -640,4 +885,4 @@ class WholeBodyController:
 
     def damping_torques(self, v: np.ndarray) -> np.ndarray:
         """Safe-mode torques ``-kd v`` (finite, inside limits) for velocity ``v``."""
-        return self._damping(v, "", time.perf_counter()).tau
+        return self._damping_target(v)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import lapack
 
+from whole_body_control.errors import WbcError
 from whole_body_control.qp_backend import proxsuite
 
 SOLVED = proxsuite.proxqp.QPSolverOutput.PROXQP_SOLVED
@@ -48,13 +49,46 @@ def _spd_solve(G: np.ndarray, B: np.ndarray, factor=None) -> np.ndarray:
     return x
 
 
-class LevelFailure(Exception):
-    """A level's QP did not solve; carries the level index and the reason."""
+_EYES: dict[int, np.ndarray] = {}
 
-    def __init__(self, level: int, reason: str):
+
+def _eye(n: int) -> np.ndarray:
+    """The n x n identity, read-only and shared (built once per size)."""
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye
+
+
+@dataclass(frozen=True)
+class LevelProblem:
+    """One level's QP in its reduced coordinates ``z`` (``x = x_k + Z_k z``)::
+
+        min 1/2 z^T H z + g^T z   s.t.  lower <= C z <= upper
+
+    as handed to proxsuite (rows of ``C`` normalized), with the warm start ``z0``:
+    enough to replay a failed solve without the controller.
+    """
+
+    level: int  # task level, 1 = highest
+    H: np.ndarray
+    g: np.ndarray
+    C: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    z0: np.ndarray
+
+
+class LevelFailure(WbcError):
+    """A level could not be solved: its index (0 = the hard constraints), the reason
+    and, when a QP failed, that QP (:class:`LevelProblem`)."""
+
+    def __init__(self, level: int, reason: str, problem: LevelProblem | None = None):
         super().__init__(reason)
         self.level = level
         self.reason = reason
+        self.problem = problem
 
 
 @dataclass
@@ -78,39 +112,6 @@ class HqpSolution:
     solve_time: float  # [s]
 
 
-def _nullspace(A: np.ndarray, tol: float) -> np.ndarray:
-    """Orthonormal basis of null(A) (columns); ``tol`` relative to the largest singular value.
-
-    A complete QR of ``A^T`` is several times cheaper than an SVD; it is used
-    when ``A`` has full row rank (checked on R's diagonal), the SVD otherwise.
-    """
-    m, n = A.shape
-    if m == 0:
-        return np.eye(n)
-    if m < n:
-        Q, R = np.linalg.qr(A.T, mode="complete")
-        d = np.abs(np.diag(R))
-        if d.min() > 1e3 * tol * max(d.max(), 1.0):
-            return Q[:, m:]
-    _, s, vt = np.linalg.svd(A, full_matrices=True)
-    rank = int(np.sum(s > tol * max(s[0], 1.0))) if s.size else 0
-    return vt[rank:].T
-
-
-def _particular_and_nullspace(E: np.ndarray, e: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
-    """Least-norm ``x`` with ``E x = e`` and an orthonormal basis of null(E)."""
-    m, n = E.shape
-    if m < n:
-        Q, R = np.linalg.qr(E.T, mode="complete")
-        d = np.abs(np.diag(R))
-        if d.min() > 1e3 * tol * max(d.max(), 1.0):
-            y = np.linalg.solve(R[:m].T, e)
-            return Q[:, :m] @ y, Q[:, m:]
-    u_, s, vt = np.linalg.svd(E, full_matrices=True)
-    rank = int(np.sum(s > tol * max(s[0], 1.0)))
-    return vt[:rank].T @ ((u_[:, :rank].T @ e) / s[:rank]), vt[rank:].T
-
-
 class HierarchicalQP:
     """Solves the hierarchy; keeps one proxsuite QP per level and shape for warm starts."""
 
@@ -119,7 +120,6 @@ class HierarchicalQP:
         eps_abs: float = 1e-7,
         max_iter: int = 200,
         regularization: float = 1e-8,
-        rank_tol: float = 1e-7,
         flat_weight: float = 1e-3,
     ):
         self.eps_abs = eps_abs
@@ -130,7 +130,6 @@ class HierarchicalQP:
         self.accept_tolerance = 1e-6
         self.max_iter = max_iter
         self.regularization = regularization
-        self.rank_tol = rank_tol
         self._qps: dict[tuple[int, int, int], proxsuite.proxqp.dense.QP] = {}
         self._previous: list[np.ndarray] | None = None
 
@@ -183,7 +182,7 @@ class HierarchicalQP:
             # the flat directions (null(AZ), including the directions Z removes) weighted.
             Gp = AZ @ AZ.T
             Gp.flat[:: Gp.shape[0] + 1] += 1e-9 * (1.0 + np.trace(Gp) / Gp.shape[0])
-            P = np.eye(n) - AZ.T @ _spd_solve(Gp, AZ)
+            P = _eye(n) - AZ.T @ _spd_solve(Gp, AZ)
         H += (self.flat_weight * scale_h) * P
         H.flat[:: n + 1] += self.regularization * (1.0 + scale_h)
         g = -(WAZ.T @ r)
@@ -223,7 +222,8 @@ class HierarchicalQP:
             return res.x, 0, iterations
         if self._acceptable(res):
             return res.x, 1, iterations
-        raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}")
+        problem = LevelProblem(k + 1, H, g, CZ, lz, uz, z0)
+        raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}", problem)
 
     def solve(
         self,
@@ -254,7 +254,7 @@ class HierarchicalQP:
             c0 = _cholesky(G0)
             sol0 = _spd_solve(G0, np.column_stack([e, E]), c0)
             x = E.T @ sol0[:, 0]
-            Z = np.eye(n) - E.T @ sol0[:, 1:]
+            Z = _eye(n) - E.T @ sol0[:, 1:]
             x += E.T @ _spd_solve(G0, e - E @ x, c0)  # one step of iterative refinement
             if np.linalg.norm(E @ x - e) > 1e-8 * max(1.0, np.linalg.norm(e)):
                 raise LevelFailure(0, "hard equality constraints are inconsistent")
@@ -304,7 +304,7 @@ class HierarchicalQP:
                 # kept to round-off below it (a damped projector would leak).
                 Gp = G.copy()
                 Gp.flat[:: G.shape[0] + 1] += 1e-13 * (1.0 + trace)
-                P = np.eye(n) - AZ.T @ _spd_solve(Gp, AZ)
+                P = _eye(n) - AZ.T @ _spd_solve(Gp, AZ)
             G.flat[:: G.shape[0] + 1] += damping * (1.0 + trace) / w
             y = _spd_solve(G, r)
             z = AZ.T @ y

@@ -112,6 +112,8 @@ class FrameTask(Task):
         super().__init__(name, config)
         self.frame_id = frame_id
         self.mask = np.array(config.mask, dtype=bool)
+        self._rows = np.flatnonzero(self.mask)  # the controlled axes, for the masked rows
+        self._full = bool(self.mask.all())
         self.reference = reference
 
     def set_reference(self, reference: FrameReference) -> None:
@@ -125,17 +127,21 @@ class FrameTask(Task):
         e[3:] = pin.log3(ref.rot @ oMf.rotation.T)
         return e
 
-    def rows(self, state: RobotState):
-        ref = self.reference
-        e = self.error(state)
+    def rows(self, state: RobotState, reference: FrameReference | None = None):
+        """Rows for ``reference`` (default: the task's own)."""
+        ref = self.reference if reference is None else reference
+        oMf = state.placement(self.frame_id)
         vel = state.velocity(self.frame_id)
-        de = np.concatenate([ref.lin_vel, ref.ang_vel]) - vel
-        acc = np.concatenate([ref.lin_acc, ref.ang_acc])
-        b = acc + self.kp * e + self.kd * de - state.drift(self.frame_id)
+        drift = state.drift(self.frame_id)
+        b = np.empty(6)
+        b[:3] = ref.lin_acc + self.kp * (ref.pos - oMf.translation) + self.kd * (ref.lin_vel - vel[:3]) - drift[:3]
+        b[3:] = (
+            ref.ang_acc + self.kp * pin.log3(ref.rot @ oMf.rotation.T) + self.kd * (ref.ang_vel - vel[3:]) - drift[3:]
+        )
         J = state.jacobian(self.frame_id)
-        if self.mask.all():
+        if self._full:
             return J, b
-        return J[self.mask], b[self.mask]
+        return J[self._rows], b[self._rows]
 
 
 class PostureTask(Task):
