@@ -332,11 +332,9 @@ class ControllerNode(Node):
         values = declare(self, params)
         self._apply_task_params(values)
 
-    def _level_of(self, name: str) -> int:
-        return next(i for i, tasks in enumerate(self.ctrl.levels) if any(t.name == name for t in tasks))
-
     def _check_task_params(self, changes: dict) -> str:
-        levels = {name: self._level_of(name) for name in self._task_names}
+        """Why ``changes`` (``tasks.<name>.<field>`` -> value) cannot be applied, or ""."""
+        moves = {}
         for key, value in changes.items():
             _, name, field = key.split(".")
             if name not in self.ctrl.tasks:
@@ -352,15 +350,19 @@ class ControllerNode(Node):
             elif field == "level":
                 if not isinstance(value, int) or not 0 <= value < len(self.ctrl.levels):
                     return f"{key} must be a level in 0..{len(self.ctrl.levels) - 1}, got {value!r}"
-                levels[name] = value
+                moves[name] = value
             else:
                 return f"{key}: unknown field '{field}' (weight, kp, kd, level)"
+        # the hierarchy's own check (all or none: no level left empty), on a trial basis
+        levels = {name: self.ctrl.level_of(name) for name in self._task_names}
+        levels.update(moves)
         empty = [i for i in range(len(self.ctrl.levels)) if i not in levels.values()]
         if empty:
             return f"level(s) {[self.ctrl.level_names[i] for i in empty]} would have no task"
         return ""
 
     def _apply_task_params(self, changes: dict) -> None:
+        moves = {}
         for key, value in changes.items():
             _, name, field = key.split(".")
             task = self.ctrl.tasks[name]
@@ -370,12 +372,10 @@ class ControllerNode(Node):
                 task.kp = float(value)
             elif field == "kd":
                 task.kd = float(value)
-            elif field == "level":
-                old = self._level_of(name)
-                if old != value:
-                    self.ctrl.levels[old].remove(task)
-                    self.ctrl.levels[value].append(task)
-                    self.ctrl.hqp.reset()
+            elif field == "level" and self.ctrl.level_of(name) != value:
+                moves[name] = int(value)
+        if moves:
+            self.ctrl.move_tasks(moves)
 
     def on_set_parameters(self, params):
         changes = {}
