@@ -154,7 +154,8 @@ class MujocoBridge(Node):
         self.steps = 0  # control periods
         self.deadline_misses = 0
         self.rejected = 0
-        self.round_trips: list[float] = []
+        self.round_trips: list[float] = []  # [s] lockstep: state -> next command; real time: state -> its answer
+        self.published_wall: dict[int, float] = {}  # real time: stamp -> wall time published (recent states)
         self.wall_start: float | None = None
         self.fall = FallDetector(self.robot)
         self.finished = False
@@ -228,6 +229,9 @@ class MujocoBridge(Node):
         if self.lockstep and self.pending_ns is not None and not self.paused and not self.finished:
             self.round_trips.append(time.perf_counter() - self.last_publish_wall)
             self.advance()
+        elif not self.lockstep and stamp is not None and stamp in self.published_wall:
+            # real time: the command latency, from publishing a state to the command answering it
+            self.round_trips.append(time.perf_counter() - self.published_wall.pop(stamp))
 
     def on_pause(self, msg: Bool) -> None:
         was = self.paused
@@ -343,6 +347,10 @@ class MujocoBridge(Node):
         self.js_pub.publish(cv.joint_state_msg(stamp, robot.joint_names, q[7:], v[6:], self.applied))
         self.pending_ns = None if self.finished else ns
         self.last_publish_wall = time.perf_counter()
+        if not self.lockstep:
+            self.published_wall[ns] = self.last_publish_wall
+            while len(self.published_wall) > 64:
+                del self.published_wall[next(iter(self.published_wall))]
 
     def status(self) -> dict:
         q = self.sim.q
