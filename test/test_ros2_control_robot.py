@@ -271,14 +271,16 @@ def load_bench():
 
 @pytest.mark.ros
 @pytest.mark.slow
-@pytest.mark.parametrize("robot", ["talos", "g1"])
-def test_hardware_graph_lockstep_stands_and_walks_on_the_ros2_control_robot(robot):
-    """The hardware graph (walker, controller, estimator) against the robot process:
-    its own joint and command orders (the controller's ``joints`` read from the robot),
+@pytest.mark.parametrize("robot, wrenches", [("talos", True), ("g1", False)])  # G1 has no foot F/T sensors
+def test_hardware_graph_lockstep_stands_and_walks_on_the_ros2_control_robot(robot, wrenches):
+    """The hardware graph (walker, controller estimating the base in its process) against
+    the robot process: its own joint and command orders (the controller reads the forward
+    controller's ``joints`` itself), G1 without foot force sensors (contacts from the
+    walking schedule),
     lockstep at 500 Hz: stands 2 s, then walks 3 s through /cmd_vel (about 70 s wall each
     on the shared 2-core machine; bench/ros2_control_hw.py runs the longer and the
     real-time versions)."""
-    summary = load_bench().run(robot, "lockstep", stand=2.0, walk=3.0, cmd_vel=0.2, rate=500.0)
+    summary = load_bench().run(robot, "lockstep", stand=2.0, walk=3.0, cmd_vel=0.2, rate=500.0, wrenches=wrenches)
     print(json.dumps(summary))
     assert summary["time"] == pytest.approx(5.0)
     assert not summary["fell"], summary["fall_reason"]
