@@ -37,7 +37,6 @@ without ``use_sim_time``) refuses to control and says why.
 
 from __future__ import annotations
 
-import array
 import json
 import math
 import time
@@ -51,7 +50,7 @@ from rcl_interfaces.srv import GetParameters
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Bool, Empty, Float64MultiArray, MultiArrayDimension, String
+from std_msgs.msg import Bool, Empty, Float64MultiArray, String
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from whole_body_control.config import load_wbc_config
@@ -172,7 +171,7 @@ class ControllerNode(Node):
         self.wrenches: dict[str, tuple[int, np.ndarray]] = {}
         self.seen: dict[str, int] = {}  # topic -> messages received
         self.last_answered: int | None = None
-        self.last_command: Float64MultiArray | None = None
+        self.last_command: bytes | None = None  # serialized, re-sent as it is
         self.last_cmd = None
         self.commands = 0
         self.damping_commands = 0
@@ -187,13 +186,7 @@ class ControllerNode(Node):
         self._declare_task_params()
         self.add_on_set_parameters_callback(self.on_set_parameters)
 
-        # the command message is allocated once; its data and stamp label change per tick
         n = self.robot.na
-        self._cmd = Float64MultiArray()
-        self._cmd.layout.dim = [
-            MultiArrayDimension(label="joints", size=n, stride=n),
-            MultiArrayDimension(label="stamp_ns=0", size=0, stride=0),
-        ]
         self._data = np.zeros(n)
 
         self.commands_topic = f"/{p['controller_name']}/commands"
@@ -576,9 +569,7 @@ class ControllerNode(Node):
     def _publish(self, cmd) -> None:
         data = self._data
         data[self.command_index] = cmd.tau  # entry i of the command is the joint named joints[i]
-        msg = self._cmd
-        msg.data = array.array("d", data.tobytes())
-        msg.layout.dim[1].label = f"stamp_ns={cmd.stamp_ns}"
+        msg = cv.command_cdr(data, cmd.stamp_ns)  # CDR bytes: a message object costs 4x more
         self.cmd_pub.publish(msg)
         self.last_command = msg
         self.last_cmd = cmd

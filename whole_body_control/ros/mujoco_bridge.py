@@ -328,23 +328,21 @@ class MujocoBridge(Node):
     def publish_state(self) -> None:
         sim, robot = self.sim, self.robot
         ns = self.now_ns()
-        stamp = cv.ns_to_stamp(ns)
         q, v = sim.q, sim.v
-        self.clock_pub.publish(Clock(clock=stamp))
+        # CDR bytes: rclpy's message objects cost 4 to 13 times more per message
+        self.clock_pub.publish(cv.clock_cdr(ns))
         imu = sim.imu()
-        self.imu_pub.publish(
-            cv.imu_msg(stamp, self.p["base_frame"], imu.orientation, imu.gyro, imu.linear_acceleration)
-        )
-        self.odom_pub.publish(cv.odometry_msg(stamp, q[:7], v[:6], self.p["base_frame"]))
+        self.imu_pub.publish(cv.imu_cdr(ns, self.p["base_frame"], imu.orientation, imu.gyro, imu.linear_acceleration))
+        self.odom_pub.publish(cv.odometry_cdr(ns, q[:7], v[:6], self.p["base_frame"]))
         if any(pub.get_subscription_count() for pub in self.wrench_pubs.values()):  # the sole forces cost
             for side, w in sim.foot_wrenches().items():
-                self.wrench_pubs[side].publish(cv.wrench_msg(stamp, robot.feet[side].frame, w))
+                self.wrench_pubs[side].publish(cv.wrench_cdr(ns, robot.feet[side].frame, w))
         status_due = ns >= self._next_status_ns or self.finished
         if status_due:
             self._next_status_ns = ns + cv.seconds_to_ns(self.p["status_period"])
             self.publish_status()
         # joint states last: a subscriber that has them has the rest of this instant (same stamp)
-        self.js_pub.publish(cv.joint_state_msg(stamp, robot.joint_names, q[7:], v[6:], self.applied))
+        self.js_pub.publish(cv.joint_state_cdr(ns, robot.joint_names, q[7:], v[6:], self.applied))
         self.pending_ns = None if self.finished else ns
         self.last_publish_wall = time.perf_counter()
         if not self.lockstep:
