@@ -196,7 +196,8 @@ def hardware_graph(
     specs = [NodeSpec(*CONTROLLER, files, ctrl, remap)]
     state_remaps = (("/joint_states", joint_states_topic),) if joint_states_topic != "/joint_states" else ()
     if walker:
-        wparams = {**common} if estimator_node else {**common, "base_source": "seed", "imu_topic": imu_topic}
+        wparams = {**common, "base_source": "topic"} if estimator_node else {**common, "base_source": "seed"}
+        wparams["imu_topic"] = imu_topic
         specs.insert(0, NodeSpec(*WALKER, files, wparams, remap + state_remaps))
     if estimator_node:
         wrench_remaps = tuple(
