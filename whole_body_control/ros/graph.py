@@ -185,6 +185,7 @@ def hardware_graph(
         **common,
         "controller_name": controller_name,
         "reference_sync": ("exact" if lockstep else "latest") if walker else "none",
+        "base_sync": "exact" if lockstep else "latest",  # estimator node: its odometry of the same stamp
         "fixed_dt": bool(lockstep),
         "joint_states_topic": joint_states_topic,
         "imu_topic": imu_topic,
