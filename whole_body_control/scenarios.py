@@ -689,7 +689,9 @@ class RosOptions:
     """How the graph runs a scenario."""
 
     control_period: float = 0.001  # [s] bridge, walker and controller (the in-process suite: 1 ms)
-    com_mode: str = "dcm"  # walker and controller in the walks, as run_walk's default
+    # walker and controller in the walks: the graph's default; run_walk's default is "dcm", which
+    # through the graph falls in the 8-step walk (Talos, 500 Hz: the walker's footsteps drift sideways)
+    com_mode: str = "reference"
     timeout: float | None = None  # [s] wall per graph run (None: run_graph's default)
 
     def params_file(self, timestep: float | None = None) -> str:
@@ -985,7 +987,8 @@ def _ros_noise(robot, opts):
 
 def _ros_latency(seconds: float | None):
     def run(robot, opts):
-        periods = 1 if seconds is None else max(1, round(seconds / opts.control_period))
+        # whole control periods, at least the in-process latency (5 ms at 500 Hz: 6 ms)
+        periods = 1 if seconds is None else max(1, math.ceil(seconds / opts.control_period - 1e-9))
         figures = _ros_walk(robot, opts, bridge_params={"command_delay_periods": periods})
         return {**figures, "latency_s": round(periods * opts.control_period, 6)}
 

@@ -351,8 +351,8 @@ def run_graph(
     ``watch`` adds what the driver heard: ``controller`` (the last
     /whole_body_controller/diagnostics, sent after the end; ``damping_seen``: a status
     ``damping`` in any of them), ``walker`` (the last /walker/status), ``footsteps``
-    (every planned footstep ``{"t", "position"}``: the last plan in /walker/footsteps
-    before its touchdown stamp ``t`` [s]) and ``states`` (``{stamp_ns: q}``, Pinocchio
+    (every planned footstep ``{"t", "position"}``: its last plan in /walker/footsteps,
+    ``t`` the touchdown stamp [s]) and ``states`` (``{stamp_ns: q}``, Pinocchio
     order, from /ground_truth/odom and /joint_states: the first, the last and the first
     at or after each footstep's touchdown).
     """
@@ -410,13 +410,14 @@ def run_graph(
                     seen["damping_seen"] |= d.get("status") == "damping"
 
                 def on_path(m):
-                    now = cv.stamp_to_ns(m.header.stamp)
-                    for k in [k for k in planned if k > now]:
-                        del planned[k]  # replanned: the steps after now are the ones in this message
-                    for pose in m.poses:
-                        t = cv.stamp_to_ns(pose.header.stamp)
-                        if t > now:
-                            planned[t] = [pose.pose.position.x, pose.pose.position.y, pose.pose.position.z]
+                    # the walker sends the steps not landed at about its horizon past the stamp:
+                    # the plan beyond the message's last step was dropped (a stop replans the end)
+                    steps = {cv.stamp_to_ns(p.header.stamp): p.pose.position for p in m.poses}
+                    if steps:
+                        for k in [k for k in planned if k > max(steps)]:
+                            del planned[k]
+                    for k, p in steps.items():
+                        planned[k] = [p.x, p.y, p.z]
 
                 depth = 1000
                 node.create_subscription(String, "/whole_body_controller/diagnostics", on_diag, 10)
