@@ -484,6 +484,7 @@ def run_graph(
                 msg.header.frame_id = body
                 msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = (float(f) for f in force)
                 push_pub.publish(msg)
+                spin_for(0.1)  # one at a time: the bridge's /sim/push queue keeps the last 10
             if pushes:
                 spin_for(1.0)  # the pushes are queued in the bridge before the clock runs
             # 2. run
