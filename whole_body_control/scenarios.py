@@ -684,13 +684,28 @@ ROS_NOT_APPLICABLE = {
 }
 
 
+# what a scenario needs that the graph's walker does not do with com_mode reference (in the rows)
+_NEEDS_DCM_FEEDBACK = (
+    "in-process the walker gets the measured CoM every tick (com_mode dcm): {}; with the graph's "
+    "com_mode reference the walker has no feedback, and com_mode dcm through the graph falls on flat ground"
+)
+ROS_NOTES = {
+    "push_inward_ss": _NEEDS_DCM_FEEDBACK.format("its capture-point step adjustment moves the landing outward"),
+    **{
+        f"slope_{d}_{a}deg": _NEEDS_DCM_FEEDBACK.format("its DCM disturbance observer leans the robot into the slope")
+        for d in ("up", "down")
+        for a in (5, 10)
+    },
+}
+
+
 @dataclass(frozen=True)
 class RosOptions:
     """How the graph runs a scenario."""
 
     control_period: float = 0.001  # [s] bridge, walker and controller (the in-process suite: 1 ms)
     # walker and controller in the walks: the graph's default; run_walk's default is "dcm", which
-    # through the graph falls in the 8-step walk (Talos, 500 Hz: the walker's footsteps drift sideways)
+    # through the graph falls in the plain 8-step walk (Talos, 500 Hz and 1 kHz)
     com_mode: str = "reference"
     timeout: float | None = None  # [s] wall per graph run (None: run_graph's default)
 
@@ -1062,6 +1077,8 @@ def run_through_ros(robot_name: str, name: str, options: RosOptions | None = Non
         figures = ROS_RUNS[name](robot, options or RosOptions())
     except Exception as exc:  # a crash is a failed scenario, reported as such
         figures = {"passed": False, "figure": f"exception {type(exc).__name__}: {exc}"}
+    if name in ROS_NOTES:
+        figures["note"] = ROS_NOTES[name]
     return {"name": name, "applies": True, **figures, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
