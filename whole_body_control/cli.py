@@ -128,7 +128,21 @@ def cmd_scenarios(args) -> int:
         if sys.stderr.isatty():
             print(format_row(result), file=sys.stderr, flush=True)
 
-    summary = run_suite(args.robot, args.only, args.out, video=args.video, jobs=args.jobs, on_result=progress)
+    options = None
+    if args.through == "ros":
+        from whole_body_control.scenarios import RosOptions
+
+        options = RosOptions(control_period=args.control_period)
+    summary = run_suite(
+        args.robot,
+        args.only,
+        args.out,
+        video=args.video,
+        jobs=args.jobs,
+        on_result=progress,
+        through=args.through,
+        ros_options=options,
+    )
     print(format_table(summary))
     if args.json:
         print(json.dumps(summary))
@@ -177,6 +191,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=max(1, os.cpu_count() or 1),
         help="scenarios run in parallel processes (default: one per core)",
+    )
+    p.add_argument(
+        "--through",
+        choices=["process", "ros"],
+        default="process",
+        help="'ros': each scenario through the ROS graph (real processes, DDS, lockstep); "
+        "the ones that cannot apply are listed with the reason",
+    )
+    p.add_argument(
+        "--control-period",
+        type=float,
+        default=0.001,
+        help="--through ros: control period of the graph [s] (0.002 halves the wall time)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(func=cmd_scenarios)

@@ -658,6 +658,430 @@ SCENARIOS: list[Scenario] = [
 ]
 
 
+# -- the suite through the ROS graph --------------------------------------------------------
+#
+# The same scenarios run as real processes talking over DDS in lockstep
+# (:func:`whole_body_control.ros.graph.run_graph`: mujoco_bridge, zmp_walker,
+# whole_body_controller), changed only as a user of the graph could change it: /cmd_vel
+# (a stop at an exact simulated time), /sim/push at simulated stamps, and the bridge's
+# simulated-world parameters (friction, masses, slope, latency, sensor noise, MuJoCo
+# settings).  The controller keeps its nominal model, as in-process.
+
+# criteria that have no figure through the graph (for every scenario that applies)
+ROS_DROPPED = (
+    "fall: the bridge's FallDetector has the base height and body contact criteria, not the capture "
+    "point one (the support polygon and the CoM velocity are the controller's)",
+)
+ROS_NOT_APPLICABLE = {
+    "step_up_5cm": "the walker node has no terrain input (in-process the walker plans on SimConfig.ground_height "
+    "and a lengthened max_step_length; the ROS walker plans on flat ground)",
+    "determinism": "compares the recorded time series and rosbag of two runs; the graph records neither "
+    "(lockstep determinism of the graph itself: the final pose of two runs, test_ros_graph and docs/ros.md)",
+    "infeasible_qp": "edits the controller's torque limits inside the running controller (no ROS parameter "
+    "or topic sets them)",
+    "lifted": "the hoist is a spring-damper force on the base height computed every simulation step; "
+    "/sim/push applies constant forces only",
+}
+
+
+# what a scenario needs that the graph's walker does not do with com_mode reference (in the rows)
+_NEEDS_DCM_FEEDBACK = (
+    "in-process the walker gets the measured CoM every tick (com_mode dcm): {}; with the graph's "
+    "com_mode reference the walker has no feedback, and com_mode dcm through the graph falls on flat ground"
+)
+ROS_NOTES = {
+    "push_inward_ss": _NEEDS_DCM_FEEDBACK.format("its capture-point step adjustment moves the landing outward"),
+    **{
+        f"slope_{d}_{a}deg": _NEEDS_DCM_FEEDBACK.format("its DCM disturbance observer leans the robot into the slope")
+        for d in ("up", "down")
+        for a in (5, 10)
+    },
+}
+
+
+@dataclass(frozen=True)
+class RosOptions:
+    """How the graph runs a scenario."""
+
+    control_period: float = 0.001  # [s] bridge, walker and controller (the in-process suite: 1 ms)
+    # walker and controller in the walks: the graph's default; run_walk's default is "dcm", which
+    # through the graph falls in the plain 8-step walk (Talos, 500 Hz and 1 kHz)
+    com_mode: str = "reference"
+    timeout: float | None = None  # [s] wall per graph run (None: run_graph's default)
+
+    def params_file(self, timestep: float | None = None) -> str:
+        """A copy of config/ros/sim.yaml with ``control_period`` (and the bridge's ``timestep``)."""
+        import yaml
+
+        from whole_body_control.ros.graph import params_path
+
+        data = yaml.safe_load(params_path("sim").read_text())
+        data["/**"]["ros__parameters"]["control_period"] = float(self.control_period)
+        if timestep is not None:
+            data["mujoco_bridge"]["ros__parameters"]["timestep"] = float(timestep)
+        with tempfile.NamedTemporaryFile("w", prefix="wbc_scenario_", suffix=".yaml", delete=False) as f:
+            yaml.safe_dump(data, f)
+        return f.name
+
+
+@dataclass(frozen=True)
+class WalkPlan:
+    """The in-process walk (``walk_steps(steps, speed)`` from the reference posture) as the
+    ROS walker will take it: /cmd_vel ``speed`` from the start, a zero /cmd_vel applied
+    between the lift-offs of steps ``steps - 1`` and ``steps`` (the walker keeps
+    ``steps - 1`` steps and adds the closing step: the same footsteps)."""
+
+    steps: int
+    speed: float  # [m/s]
+    lift_off: tuple[float, ...]  # [s] of each step
+    touchdown: tuple[float, ...]  # [s]
+    sides: tuple[str, ...]  # swing foot of each step
+    stop_at: float  # [s] the bridge pauses here and the driver sends the zero /cmd_vel
+    end_time: float  # [s] final double support over + the in-process settle time
+    planned_distance_m: float
+
+
+WALKER_HORIZON = 0.1  # [s] config/ros/sim.yaml: a command sent at t applies from about t + horizon
+WALKER_PERIOD = 0.01  # [s] 1 / rate: the walker's batches start on this grid
+
+
+def walk_plan(robot, steps: int, speed: float = WALK_SPEED, settle_time: float = 1.0) -> WalkPlan:
+    """Timing of a ``steps``-step walk at ``speed`` [m/s] (see :class:`WalkPlan`)."""
+    import types
+
+    from whole_body_control.state import RobotState
+    from whole_body_control.walking import make_walker
+    from zmp_walker import load_walker_config
+
+    if int(steps) != steps or steps < 2:
+        raise ConfigError(f"a walk through ROS needs at least 2 steps, got {steps}")
+    config = load_walker_config(robot=robot.name)
+    state = RobotState(robot)
+    state.update(robot.q_ref, np.zeros(robot.nv))
+    walker = make_walker(robot, types.SimpleNamespace(state=state), config)
+    start = 0.5 * (walker.schedule.final_feet["left"].position[:2] + walker.schedule.final_feet["right"].position[:2])
+    walker.walk_steps(int(steps), speed)
+    walker.cycle(0.0)
+    sched = walker.schedule
+    starts = [st.t_start for st in sched.steps]
+    # kept = the steps lifting off before t + step_duration: steps - 1 of them in this window
+    apply_at = 0.5 * (starts[-2] + starts[-1]) - config.step_duration
+    grid = math.floor((apply_at - WALKER_HORIZON) / WALKER_PERIOD) * WALKER_PERIOD
+    end = sched.final_feet
+    return WalkPlan(
+        steps=int(steps),
+        speed=speed,
+        lift_off=tuple(starts),
+        touchdown=tuple(st.t_end for st in sched.steps),
+        sides=tuple(st.side for st in sched.steps),
+        stop_at=round(grid + 0.004, 6),  # between two batch starts: the pause is no batch boundary
+        end_time=round(sched.end_time + settle_time, 6),
+        planned_distance_m=float(np.linalg.norm(0.5 * (end["left"].position[:2] + end["right"].position[:2]) - start)),
+    )
+
+
+def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, timestep=None, **kw) -> dict:
+    """One lockstep graph run (``kw``: :func:`~whole_body_control.ros.graph.run_graph`'s)."""
+    import os
+
+    from whole_body_control.ros.graph import run_graph
+
+    params = opts.params_file(timestep)
+    modes = {"com_mode": opts.com_mode} if walk else {}
+    try:
+        return run_graph(
+            robot.name,
+            lockstep=True,
+            duration=duration,
+            params_file=params,
+            timeout=opts.timeout,
+            watch=True,
+            walker_params=modes,
+            controller_params=modes,
+            **kw,
+        )
+    finally:
+        os.unlink(params)
+
+
+def _ros_common(s: dict) -> dict:
+    c = s["controller"]
+    return {
+        "fell": s["fell"],
+        "fall_reason": s["fall_reason"],
+        "damping_commands": c.get("damping_commands"),
+        "controller_status": c.get("status"),
+        "latched": c.get("latched"),
+        "rejected_commands": s["rejected_commands"],
+        "simulated_s": round(s["duration_s"], 4),
+        "control_rate_hz": round(s["control_rate_hz"], 1),
+        "deadline_misses": s["deadline_misses"],
+    }
+
+
+def _ros_no_damping(s: dict) -> bool:
+    c = s["controller"]
+    return c.get("damping_commands") == 0 and not c.get("damping_seen")
+
+
+def _ros_stand_figures(s: dict) -> dict:
+    passed = not s["fell"] and _ros_no_damping(s)
+    return {
+        "passed": bool(passed),
+        "figure": f"{s['controller'].get('damping_commands')} damping commands, final status "
+        f"{s['controller'].get('status')}" + (f", fell: {s['fall_reason']}" if s["fell"] else ""),
+        **_ros_common(s),
+        "dropped": ["com_error_max_m (the controller's task error is not published)", *ROS_DROPPED],
+    }
+
+
+def _sole_positions(robot, q: list[float]) -> dict[str, np.ndarray]:
+    import pinocchio as pin
+
+    data = robot.model.createData()
+    pin.framesForwardKinematics(robot.model, data, np.asarray(q))
+    return {side: data.oMf[robot.foot_frame_ids[side]].translation.copy() for side in ("left", "right")}
+
+
+def _ros_walk_figures(robot, s: dict, plan: WalkPlan) -> dict:
+    """:func:`_walk_figures`' criteria from what the graph publishes: the steps the walker
+    counted, each planned footstep (/walker/footsteps, the last plan before its touchdown)
+    against the nearest sole in the first state at or after its touchdown (ground truth
+    odometry and joint states), no damping command."""
+    states = {int(k): _sole_positions(robot, q) for k, q in s["states"].items()}
+    stamps = sorted(states)
+    errors = []
+    for f in s["footsteps"]:
+        k = next((k for k in stamps if k >= round(f["t"] * 1e9)), None)
+        if k is not None:
+            target = np.asarray(f["position"][:2])
+            errors.append(min(float(np.linalg.norm(states[k][side][:2] - target)) for side in ("left", "right")))
+    step_err = max(errors, default=0.0)
+    mid = [0.5 * (states[k]["left"][:2] + states[k]["right"][:2]) for k in (stamps[0], stamps[-1])] if stamps else []
+    distance = float(np.linalg.norm(mid[1] - mid[0])) if mid else 0.0
+    done = min(int((s["walker"] or {}).get("steps_completed", 0)), plan.steps)
+    passed = (
+        not s["fell"]
+        and done == plan.steps
+        and len(errors) == plan.steps
+        and step_err <= FOOTSTEP_TOLERANCE
+        and _ros_no_damping(s)
+    )
+    return {
+        "passed": bool(passed),
+        "figure": f"{done}/{plan.steps} steps, {distance:.2f}/{plan.planned_distance_m:.2f} m, "
+        f"footstep error {step_err * 100:.1f} cm ({len(errors)} landings)"
+        + (f", fell: {s['fall_reason']}" if s["fell"] else "")
+        + (f", {s['controller'].get('damping_commands')} damping commands" if not _ros_no_damping(s) else ""),
+        **_ros_common(s),
+        "steps_completed": done,
+        "distance_m": round(distance, 4),
+        "planned_distance_m": round(plan.planned_distance_m, 4),
+        "footstep_error_max_m": round(step_err, 5),
+        "landings": len(errors),
+        "stop_at_s": plan.stop_at,
+        "dropped": [
+            "com_tracking_error_max_m, qp_failures (controller internals; the diagnostics carry the last tick only)",
+            *ROS_DROPPED,
+        ],
+    }
+
+
+def _ros_walk(robot, opts: RosOptions, steps: int = SHORT_WALK, **kw) -> dict:
+    plan = walk_plan(robot, steps)
+    s = _ros_run(robot, opts, plan.end_time, walk=True, cmd_vel=plan.speed, stop_at=plan.stop_at, **kw)
+    return _ros_walk_figures(robot, s, plan)
+
+
+def _total_mass(robot) -> float:
+    """The simulated robot's mass [kg] (MuJoCo's, as :meth:`Simulation.push_velocity_change`)."""
+    from whole_body_control.sim import SimConfig, Simulation
+
+    sim = Simulation(robot, SimConfig(visual_meshes=False))
+    try:
+        return sim.total_mass()
+    finally:
+        sim.close()
+
+
+def _push(robot, t: float, dv_xy: tuple[float, float], duration: float = 0.1) -> tuple:
+    """A /sim/push sized as :meth:`Simulation.push_velocity_change` (the bridge's
+    ``push_duration`` is ``duration``)."""
+    m = _total_mass(robot)
+    return (t, "", (m * dv_xy[0] / duration, m * dv_xy[1] / duration, 0.0))
+
+
+def _ros_stand(robot, opts):
+    return _ros_stand_figures(_ros_run(robot, opts, 10.0))
+
+
+def _ros_friction(value: float):
+    def run(robot, opts):
+        figures = _ros_walk(robot, opts, bridge_params={"friction": value})
+        return {**figures, "sim_friction": value, "controller_mu": robot.config.friction}
+
+    return run
+
+
+def _ros_push_lateral(robot, opts):
+    s = _ros_run(robot, opts, 4.0, pushes=[_push(robot, 1.0, (0.0, 0.25))])
+    figures = _ros_stand_figures(s)
+    figures["dropped"] = ["com_deviation_peak_m (the controller's CoM task error)", *figures["dropped"]]
+    return {**figures, "push_dv_mps": 0.25}
+
+
+def _ros_push_inward(robot, opts, dv: float = 0.22):
+    plan = walk_plan(robot, SHORT_WALK)
+    k = next(i for i, t in enumerate(plan.lift_off) if t >= 2.0)  # the first single support after 2 s
+    side = plan.sides[k]
+    t = round(plan.lift_off[k] + 0.1, 6)
+    sign = 1.0 if side == "left" else -1.0  # towards the swing side
+    figures = _ros_walk(robot, opts, pushes=[_push(robot, t, (0.0, sign * dv))])
+    figures["push"] = f"{dv} m/s at {t} s towards the {side} (swing) side"
+    return figures
+
+
+def _ros_push_forward_search(robot, opts, start: float = 0.1, step: float = 0.05, limit: float = 1.5):
+    survived, fell_at, reason = None, None, None
+    dv = start
+    while dv <= limit + 1e-9:
+        s = _ros_run(robot, opts, 3.0, pushes=[_push(robot, 1.0, (round(dv, 4), 0.0))])
+        if s["fell"] or not _ros_no_damping(s):
+            fell_at, reason = round(dv, 4), s["fall_reason"] or "damping"
+            break
+        survived = round(dv, 4)
+        dv += step
+    return {
+        "passed": True,  # it reports
+        "figure": f"largest forward push survived {survived} m/s" + (f" (falls at {fell_at})" if fell_at else ""),
+        "largest_push_survived_mps": survived,
+        "first_fall_push_mps": fell_at,
+        "fall_reason": reason,
+        "dropped": list(ROS_DROPPED),
+    }
+
+
+def _ros_overload(robot, opts):
+    """0.5 m g on the torso from 1 s to 3 s (20 consecutive /sim/push of 0.1 s): the bridge
+    sees the fall, the controller ends latched in damping, nothing non-finite reaches the
+    bridge (no rejected command)."""
+    force = 0.5 * _total_mass(robot) * 9.81
+    pushes = [(round(1.0 + 0.1 * i, 6), "", (force, 0.0, 0.0)) for i in range(20)]
+    s = _ros_run(robot, opts, 4.0, pushes=pushes, stop_on_fall=False)
+    c = s["controller"]
+    passed = s["fell"] and bool(c.get("latched")) and c.get("status") == "damping" and s["rejected_commands"] == 0
+    return {
+        "passed": bool(passed),
+        "figure": f"fall {s['fall_reason']}, controller latched {c.get('latched')!r}, "
+        f"final status {c.get('status')}, rejected commands {s['rejected_commands']}",
+        **_ros_common(s),
+        "dropped": ["the fall time (the bridge logs it; /sim/status has no time of fall)", *ROS_DROPPED],
+    }
+
+
+def _ros_bridge_walk(**bridge):
+    def run(robot, opts):
+        return {**_ros_walk(robot, opts, bridge_params=bridge), **bridge}
+
+    return run
+
+
+def _ros_noise(robot, opts):
+    n = SensorNoise(seed=0)
+    bridge = {
+        "noise_joint_position": n.joint_position,
+        "noise_joint_velocity": n.joint_velocity,
+        "noise_orientation": n.orientation,
+        "noise_angular_velocity": n.angular_velocity,
+        "noise_linear_velocity": n.linear_velocity,
+        "noise_seed": n.seed,
+    }
+    figures = _ros_walk(robot, opts, bridge_params=bridge)
+    return {**figures, "noise": dataclasses.asdict(n), "note": "another draw of the same noise (the bridge's)"}
+
+
+def _ros_latency(seconds: float | None):
+    def run(robot, opts):
+        # whole control periods, at least the in-process latency (5 ms at 500 Hz: 6 ms)
+        periods = 1 if seconds is None else max(1, math.ceil(seconds / opts.control_period - 1e-9))
+        figures = _ros_walk(robot, opts, bridge_params={"command_delay_periods": periods})
+        return {**figures, "latency_s": round(periods * opts.control_period, 6)}
+
+    return run
+
+
+def _ros_slope(deg: float):
+    def run(robot, opts):
+        return {**_ros_walk(robot, opts, bridge_params={"slope_deg": deg, "slope_ramp": 2.0}), "slope_deg": deg}
+
+    return run
+
+
+def _ros_sim_dt(dt: float):
+    def run(robot, opts):
+        opts2 = dataclasses.replace(opts, control_period=dt)
+        return {**_ros_walk(robot, opts2, timestep=dt), "timestep": dt, "control_period": dt}
+
+    return run
+
+
+ROS_RUNS: dict[str, Callable] = {
+    "stand_10s": _ros_stand,
+    "walk_30_steps": lambda robot, opts: _ros_walk(robot, opts, LONG_WALK),
+    "friction_0.4": _ros_friction(0.4),
+    "friction_0.7": _ros_friction(0.7),
+    "friction_1.25": _ros_friction(1.25),
+    "push_lateral_ds": _ros_push_lateral,
+    "push_inward_ss": _ros_push_inward,
+    "push_forward_max": _ros_push_forward_search,
+    "overload": _ros_overload,
+    "mass_x0.9": _ros_bridge_walk(mass_scale=0.9),
+    "mass_x1.1": _ros_bridge_walk(mass_scale=1.1),
+    "torso_+1kg": _ros_bridge_walk(torso_added_mass=1.0),
+    "torso_-1kg": _ros_bridge_walk(torso_added_mass=-1.0),
+    "sensor_noise": _ros_noise,
+    "latency_1_period": _ros_latency(None),
+    "latency_5ms": _ros_latency(0.005),
+    "latency_10ms": _ros_latency(0.010),
+    "slope_up_5deg": _ros_slope(5.0),
+    "slope_down_5deg": _ros_slope(-5.0),
+    "slope_up_10deg": _ros_slope(10.0),
+    "slope_down_10deg": _ros_slope(-10.0),
+    "sim_dt_2ms": _ros_sim_dt(0.002),
+    "sim_euler": _ros_bridge_walk(integrator="euler"),
+    "sim_elliptic": _ros_bridge_walk(cone="elliptic"),
+}
+
+
+def run_through_ros(robot_name: str, name: str, options: RosOptions | None = None) -> dict:
+    """Run scenario ``name`` through the ROS graph in lockstep (:data:`ROS_RUNS`); the result
+    has ``name``, ``applies``, ``passed`` (None when it does not apply, with ``reason``),
+    ``figure``, the figures, ``dropped`` (in-process criteria without a figure here) and ``wall_s``."""
+    from whole_body_control.robot import load_robot
+
+    if name not in ROS_RUNS:
+        if name not in ROS_NOT_APPLICABLE:
+            raise ConfigError(f"scenario '{name}' has no ROS run and no reason why not")
+        reason = ROS_NOT_APPLICABLE[name]
+        return {
+            "name": name,
+            "applies": False,
+            "passed": None,
+            "figure": f"n/a: {reason}",
+            "reason": reason,
+            "wall_s": 0.0,
+        }
+    robot = load_robot(robot_name)
+    t0 = time.perf_counter()
+    try:
+        figures = ROS_RUNS[name](robot, options or RosOptions())
+    except Exception as exc:  # a crash is a failed scenario, reported as such
+        figures = {"passed": False, "figure": f"exception {type(exc).__name__}: {exc}"}
+    if name in ROS_NOTES:
+        figures["note"] = ROS_NOTES[name]
+    return {"name": name, "applies": True, **figures, "wall_s": round(time.perf_counter() - t0, 1)}
+
+
 def select(only: list[str] | None) -> list[Scenario]:
     """The scenarios named in ``only`` (comma lists allowed; ``fast`` = the fast ones), in suite order."""
     if not only:
@@ -701,11 +1125,41 @@ def run_suite(
     video: bool = False,
     jobs: int = 1,
     on_result=None,
+    through: str = "process",
+    ros_options: RosOptions | None = None,
 ) -> dict:
-    """Run the scenarios (``jobs`` processes); ``{"robot", "passed", "failed", "scenarios", "wall_s"}``."""
+    """Run the scenarios (``jobs`` processes); ``{"robot", "passed", "failed", "scenarios", "wall_s"}``.
+
+    ``through="ros"``: each scenario through the ROS graph in lockstep
+    (:func:`run_through_ros`, one graph at a time; ``out``, ``video`` and ``jobs`` do not
+    apply); the summary adds ``through``, ``control_period_s`` and ``not_applicable``, and
+    the scenarios that do not apply are rows with ``applies: false`` and a ``reason``
+    (counted neither as passed nor as failed)."""
+    if through not in ("process", "ros"):
+        raise ConfigError(f"through must be 'process' or 'ros', got '{through}'")
     chosen = select(only)
     t0 = time.perf_counter()
     results: dict[str, dict] = {}
+    if through == "ros":
+        options = ros_options or RosOptions()
+        for s in chosen:
+            r = run_through_ros(robot_name, s.name, options)
+            results[r["name"]] = r
+            if on_result is not None:
+                on_result(r)
+        ordered = [results[s.name] for s in chosen]
+        applied = [r for r in ordered if r["applies"]]
+        passed = sum(1 for r in applied if r["passed"])
+        return {
+            "robot": robot_name,
+            "through": "ros",
+            "control_period_s": options.control_period,
+            "passed": passed,
+            "failed": len(applied) - passed,
+            "not_applicable": len(ordered) - len(applied),
+            "scenarios": ordered,
+            "wall_s": round(time.perf_counter() - t0, 1),
+        }
     if jobs > 1 and len(chosen) > 1:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -738,13 +1192,20 @@ def run_suite(
 
 
 def format_row(r: dict) -> str:
-    return f"{r['name']:<20} {'PASS' if r['passed'] else 'FAIL':<5} {r['wall_s']:>6.1f} s  {r['figure']}"
+    verdict = "n/a" if r.get("applies") is False else ("PASS" if r["passed"] else "FAIL")
+    return f"{r['name']:<20} {verdict:<5} {r['wall_s']:>6.1f} s  {r['figure']}"
 
 
 def format_table(summary: dict) -> str:
     lines = [f"{'scenario':<20} {'':<5} {'wall':>8}  key figure"]
     lines += [format_row(r) for r in summary["scenarios"]]
+    through = (
+        f" through ROS at {1.0 / summary['control_period_s']:.0f} Hz, {summary['not_applicable']} not applicable"
+        if summary.get("through") == "ros"
+        else ""
+    )
     lines.append(
-        f"{summary['robot']}: {summary['passed']} passed, {summary['failed']} failed in {summary['wall_s']:.0f} s"
+        f"{summary['robot']}: {summary['passed']} passed, {summary['failed']} failed{through}"
+        f" in {summary['wall_s']:.0f} s"
     )
     return "\n".join(lines)

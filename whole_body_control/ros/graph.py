@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +111,9 @@ def sim_graph(
     estimator: bool = False,
     end_time: float = 0.0,
     start_paused: bool = False,
+    bridge_params: dict | None = None,
+    walker_params: dict | None = None,
+    controller_params: dict | None = None,
 ) -> list[NodeSpec]:
     """The simulation graph (``launch/sim.launch.py``, ``wbc launch sim``).
 
@@ -118,6 +122,8 @@ def sim_graph(
     simulated foot force sensors (the walker is then seeded from the IMU and the
     legs, as on hardware).  ``headless`` is accepted for the launch interface; the
     bridge has no viewer (record a report with ``wbc walk --out`` to see a run).
+    ``bridge_params``, ``walker_params``, ``controller_params``: more parameters of
+    those nodes (they override the parameter file; e.g. the bridge's ``friction``).
     """
     files = (str(params_file or params_path("sim")),)
     common = {"robot": robot, "use_sim_time": True}
@@ -136,22 +142,24 @@ def sim_graph(
         "imu_topic": SIM_IMU,
         "read_joint_order": False,  # the bridge's `joints` come from the same parameter file
     }
-    walker_params = dict(common)
+    wparams = dict(common)
     if estimator:
         ctrl.update(
             estimator="internal", left_wrench_topic=SIM_WRENCHES["left"], right_wrench_topic=SIM_WRENCHES["right"]
         )
-        walker_params.update(base_source="seed", imu_topic=SIM_IMU)
+        wparams.update(base_source="seed", imu_topic=SIM_IMU)
         walker_remap = ()
     else:
         ctrl["estimator"] = "external"
         walker_remap = (("base_state", GROUND_TRUTH),)
+    bridge.update(bridge_params or {})
+    ctrl.update(controller_params or {})
     specs = [
         NodeSpec(*BRIDGE, files, bridge),
         NodeSpec(*CONTROLLER, files, ctrl, (("base_state", GROUND_TRUTH),) if not estimator else ()),
     ]
     if walker:
-        specs.append(NodeSpec(*WALKER, files, walker_params, walker_remap))
+        specs.append(NodeSpec(*WALKER, files, {**wparams, **(walker_params or {})}, walker_remap))
     return specs
 
 
@@ -316,23 +324,71 @@ def run_graph(
     timeout: float | None = None,
     log_dir: str | None = None,
     estimator: bool = False,
+    *,
+    pushes: Sequence[tuple[float, str, Sequence[float]]] = (),
+    stop_at: float | None = None,
+    stop_on_fall: bool = True,
+    bridge_params: dict | None = None,
+    walker_params: dict | None = None,
+    controller_params: dict | None = None,
+    watch: bool = False,
 ) -> dict:
     """Run the simulation graph for ``duration`` [s] of simulated time, walking at
     ``cmd_vel`` [m/s] (forward) from the start; returns the run summary.
 
     The bridge starts paused; the driver (this process) sends /cmd_vel until the
     walker has taken it, then un-pauses: in lockstep the run is deterministic.
+
+    What a user of the graph can do, at exact simulated times (for the scenario suite,
+    :func:`whole_body_control.scenarios.run_through_ros`):
+
+    * ``pushes``: ``(t [s], body ('' = torso), force [N] (world))`` sent on /sim/push
+      before the start, stamped ``t``: the bridge applies each for its ``push_duration``;
+    * ``stop_at`` [s]: the bridge pauses itself there (its ``pause_at``), the driver sends
+      a zero /cmd_vel, waits for the walker to take it and resumes (the walker applies it
+      from its next batch of samples: the walk ends with a closing step);
+    * ``bridge_params``, ``walker_params``, ``controller_params``: see :func:`sim_graph`;
+    * ``stop_on_fall``: end at the bridge's first fall (otherwise run to ``duration``).
+
+    ``watch`` adds what the driver heard: ``controller`` (the last
+    /whole_body_controller/diagnostics, sent after the end; ``damping_seen``: a status
+    ``damping`` in any of them), ``walker`` (the last /walker/status), ``footsteps``
+    (every planned footstep ``{"t", "position"}``: its last plan in /walker/footsteps,
+    ``t`` the touchdown stamp [s]) and ``states`` (``{stamp_ns: q}``, Pinocchio
+    order, from /ground_truth/odom and /joint_states: the first, the last and the first
+    at or after each footstep's touchdown).
     """
     import rclpy
-    from geometry_msgs.msg import Twist
+    from geometry_msgs.msg import Twist, WrenchStamped
+    from nav_msgs.msg import Odometry
+    from nav_msgs.msg import Path as PathMsg
     from rclpy.node import Node
+    from rclpy.serialization import deserialize_message
+    from sensor_msgs.msg import JointState
     from std_msgs.msg import Bool, String
 
+    from whole_body_control.ros import conversions as cv
+
+    bridge_params = dict(bridge_params or {})
+    if stop_at is not None:
+        bridge_params["pause_at"] = float(stop_at)
     specs = sim_graph(
-        robot, lockstep, params_file, walker=True, estimator=estimator, end_time=duration, start_paused=True
+        robot,
+        lockstep,
+        params_file,
+        walker=True,
+        estimator=estimator,
+        end_time=duration,
+        start_paused=True,
+        bridge_params=bridge_params,
+        walker_params=walker_params,
+        controller_params=controller_params,
     )
     timeout = timeout if timeout is not None else 120.0 + duration * (60.0 if lockstep else 3.0)
     logs = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="wbc_launch_"))
+    seen: dict = {"sim": None, "walker": None, "controller": None, "damping_seen": False}
+    planned: dict[int, list[float]] = {}  # touchdown stamp [ns] -> planned sole position
+    raw: dict[str, dict[int, bytes]] = {"js": {}, "odom": {}}
     with domain_id() as did:
         env = graph_env(did)
         os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
@@ -344,13 +400,41 @@ def run_graph(
             node = Node("wbc_launch_driver", context=context)
             executor = rclpy.executors.SingleThreadedExecutor(context=context)
             executor.add_node(node)
-            seen: dict = {"sim": None, "walker": None}
             node.create_subscription(String, "/sim/status", lambda m: seen.__setitem__("sim", json.loads(m.data)), 10)
             node.create_subscription(
                 String, "/walker/status", lambda m: seen.__setitem__("walker", json.loads(m.data)), 10
             )
+            if watch:
+
+                def on_diag(m):
+                    d = json.loads(m.data)
+                    seen["controller"] = d
+                    seen["damping_seen"] |= d.get("status") == "damping"
+
+                def on_path(m):
+                    # the walker sends the steps not landed at about its horizon past the stamp:
+                    # the plan beyond the message's last step was dropped (a stop replans the end)
+                    steps = {cv.stamp_to_ns(p.header.stamp): p.pose.position for p in m.poses}
+                    if steps:
+                        for k in [k for k in planned if k > max(steps)]:
+                            del planned[k]
+                    for k, p in steps.items():
+                        planned[k] = [p.x, p.y, p.z]
+
+                depth = 1000
+                node.create_subscription(String, "/whole_body_controller/diagnostics", on_diag, 10)
+                node.create_subscription(PathMsg, "/walker/footsteps", on_path, 10)
+                for key, typ, topic in (("js", JointState, "/joint_states"), ("odom", Odometry, GROUND_TRUTH)):
+                    node.create_subscription(
+                        typ,
+                        topic,
+                        lambda d, key=key: raw[key].__setitem__(cv.cdr_stamp_ns(d), d),
+                        depth,
+                        raw=True,
+                    )
             cmd_pub = node.create_publisher(Twist, "/cmd_vel", 10)
             pause_pub = node.create_publisher(Bool, "/sim/pause", 10)
+            push_pub = node.create_publisher(WrenchStamped, "/sim/push", 10)
             twist = Twist()
             twist.linear.x = float(cmd_vel)
             t_start = time.monotonic()
@@ -361,6 +445,23 @@ def run_graph(
                     raise RuntimeError(f"{what}: node(s) exited: " + "; ".join(dead))
                 if time.monotonic() - t_start > timeout:
                     raise TimeoutError(f"{what}: no result after {timeout:.0f} s (logs in {logs})")
+
+            def spin_for(seconds: float):
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    executor.spin_once(timeout_sec=0.05)
+
+            def command(vx: float, what: str):
+                """Send /cmd_vel ``vx`` until the walker has taken it."""
+                msg = Twist()
+                msg.linear.x = float(vx)
+                while True:
+                    check(what)
+                    cmd_pub.publish(msg)
+                    w = seen["walker"]
+                    if w is not None and abs(w["cmd_vel"][0] - float(vx)) < 1e-12:
+                        return
+                    executor.spin_once(timeout_sec=0.1)
 
             # 1. the walker has the command and every node is up
             commands = f"/{'effort_controller'}/commands"
@@ -374,28 +475,53 @@ def run_graph(
                     and node.count_publishers(commands) > 0
                     and node.count_subscribers("/sim/pause") > 0
                     and node.count_subscribers("/walker/reference") > 0
+                    and (not pushes or node.count_subscribers("/sim/push") > 0)
                 )
                 if ready:
                     break
                 executor.spin_once(timeout_sec=0.1)
+            for t, body, force in pushes:
+                msg = WrenchStamped()
+                msg.header.stamp = cv.ns_to_stamp(cv.seconds_to_ns(t))
+                msg.header.frame_id = body
+                msg.wrench.force.x, msg.wrench.force.y, msg.wrench.force.z = (float(f) for f in force)
+                push_pub.publish(msg)
+                spin_for(0.1)  # one at a time: the bridge's /sim/push queue keeps the last 10
+            if pushes:
+                spin_for(1.0)  # the pushes are queued in the bridge before the clock runs
             # 2. run
             pause_pub.publish(Bool(data=False))
             wall0 = time.monotonic()
             first = None
+            stopped = stop_at is None
             while True:
                 check("run")
                 executor.spin_once(timeout_sec=0.1)
                 s = seen["sim"]
-                if s is None:
-                    if time.monotonic() - wall0 > 5.0:
+                if s is None or (s["paused"] and not stopped and s["time"] < stop_at - 1e-9):
+                    if time.monotonic() - wall0 > 5.0:  # the un-pause was lost, or the status
                         pause_pub.publish(Bool(data=False))
                         wall0 = time.monotonic()
-                    continue
+                    if s is None:
+                        continue
                 if first is None:
                     first = s
-                if s["finished"] or s["fell"]:
+                if not stopped and s["paused"] and s["time"] >= stop_at - 1e-9:
+                    spin_for(1.0)  # the walker has handled every state before the pause
+                    command(0.0, "stop")
+                    stopped = True
+                    seen["sim"] = None
+                    pause_pub.publish(Bool(data=False))
+                    wall0 = time.monotonic()
+                    continue
+                if s["finished"] or (s["fell"] and stop_on_fall):
                     break
             final = seen["sim"]
+            if watch:  # the controller's diagnostics after the last command (wall-clock timer)
+                seen["controller"] = None
+                end = time.monotonic() + 5.0
+                while seen["controller"] is None and time.monotonic() < end:
+                    executor.spin_once(timeout_sec=0.1)
         finally:
             if node is not None:
                 node.destroy_node()
@@ -403,7 +529,7 @@ def run_graph(
             procs.stop()
     x0, y0 = first["base_pose"][:2] if first else (0.0, 0.0)
     pose = final["base_pose"]
-    return {
+    summary = {
         "robot": robot,
         "mode": "lockstep" if lockstep else "realtime",
         "duration_s": final["time"],
@@ -421,6 +547,35 @@ def run_graph(
         "ros_domain_id": did,
         "logs": str(logs),
     }
+    if watch:
+        footsteps = [
+            {"t": k * 1e-9, "position": p} for k, p in sorted(planned.items()) if k <= cv.seconds_to_ns(final["time"])
+        ]
+        stamps = sorted(set(raw["js"]) & set(raw["odom"]))
+        wanted = set(stamps[:1] + stamps[-1:])
+        for f in footsteps:
+            after = [k for k in stamps if k >= cv.seconds_to_ns(f["t"])]
+            if after:
+                wanted.add(after[0])
+        reader = cv.JointStateReader(_robot_joint_names(robot))
+        states = {}
+        for k in sorted(wanted):
+            qj, vj, missing = reader.read(deserialize_message(raw["js"][k], JointState))
+            qb, vb = cv.base_from_odometry(deserialize_message(raw["odom"][k], Odometry))
+            states[k] = cv.assemble_state(qb, vb, qj, vj)[0].tolist()
+        summary.update(
+            controller={**(seen["controller"] or {}), "damping_seen": seen["damping_seen"]},
+            walker=seen["walker"],
+            footsteps=footsteps,
+            states=states,
+        )
+    return summary
+
+
+def _robot_joint_names(robot: str) -> list[str]:
+    from whole_body_control.robot import load_robot
+
+    return list(load_robot(robot).joint_names)
 
 
 # -- the CLI ---------------------------------------------------------------------------------------

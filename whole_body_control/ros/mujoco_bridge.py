@@ -41,6 +41,14 @@ Modes:
     gains, applied at every simulation step) until a fresh command comes: a killed
     controller does not leave its last torque applied (a forward_command_controller
     would).  Each entry into damping is logged and counted (``command_timeouts``).
+
+The simulated world (read-only parameters; the controller keeps its nominal model): floor
+``friction``, MuJoCo ``integrator`` and ``cone``, link masses (``mass_scale``,
+``torso_added_mass``), a slope (gravity tilted by ``slope_deg`` over ``slope_ramp``),
+``command_delay_periods`` of latency, Gaussian noise on the published joint states and
+odometry (``noise_*``, seeded, drawn once per stamp), and ``pause_at``: the bridge pauses
+itself at that simulated time (lockstep: a driver changes a command at an exact instant).
+These are what ``wbc scenarios --through ros`` varies.
 """
 
 from __future__ import annotations
@@ -90,6 +98,52 @@ PARAMS = [
     ),
     Param("step_periods", 1, "control periods per ~/step_simulation call", (1, 1000000)),
     Param("diagnostics_period", 0.5, "period of /diagnostics [s] (wall clock)", (0.01, 60.0), read_only=True),
+    # the simulated world (what a scenario changes; the controller keeps its nominal model)
+    Param("friction", 1.0, "floor and foot sliding friction of the simulation [-]", (1e-3, 10.0), read_only=True),
+    Param("integrator", "implicitfast", "MuJoCo integrator: euler | implicitfast | implicit | rk4", read_only=True),
+    Param("cone", "pyramidal", "MuJoCo friction cone: pyramidal | elliptic", read_only=True),
+    Param("mass_scale", 1.0, "every simulated link mass and inertia times this [-]", (0.1, 10.0), read_only=True),
+    Param(
+        "torso_added_mass",
+        0.0,
+        "mass added to the torso link, inertia scaled with it [kg]",
+        (-1e3, 1e3),
+        read_only=True,
+    ),
+    Param(
+        "slope_deg",
+        0.0,
+        "gravity tilts about y by this angle [deg] over slope_ramp (a slope along +x; > 0: uphill walking forward)",
+        (-45.0, 45.0),
+        read_only=True,
+    ),
+    Param(
+        "slope_ramp",
+        2.0,
+        "time over which gravity tilts from vertical to slope_deg [s] (simulated)",
+        (0.0, INF),
+        read_only=True,
+    ),
+    Param(
+        "command_delay_periods",
+        0,
+        "the simulation applies the command received this many control periods earlier (latency) [-]",
+        (0, 1000),
+        read_only=True,
+    ),
+    Param(
+        "pause_at",
+        0.0,
+        "pause once the simulated time reaches this [s] (0: never; /sim/pause false resumes)",
+        (0.0, INF),
+    ),
+    # Gaussian noise on the published state (standard deviations; the IMU message is not noised)
+    Param("noise_joint_position", 0.0, "/joint_states position noise [rad]", (0.0, 1.0), read_only=True),
+    Param("noise_joint_velocity", 0.0, "/joint_states velocity noise [rad/s]", (0.0, 10.0), read_only=True),
+    Param("noise_orientation", 0.0, "odometry orientation noise (rotation vector) [rad]", (0.0, 1.0), read_only=True),
+    Param("noise_angular_velocity", 0.0, "odometry angular velocity noise [rad/s]", (0.0, 10.0), read_only=True),
+    Param("noise_linear_velocity", 0.0, "odometry linear velocity noise [m/s]", (0.0, 10.0), read_only=True),
+    Param("noise_seed", 0, "seed of the noise generator", (0, 2**31 - 1), read_only=True),
 ]
 
 
@@ -133,7 +187,29 @@ class MujocoBridge(Node):
         p = declare(self, PARAMS)
         self.p = p
         self.robot = load_robot(p["robot"])
-        self.sim = Simulation(self.robot, SimConfig(timestep=p["timestep"], visual_meshes=False))
+        try:
+            config = SimConfig(
+                timestep=p["timestep"],
+                visual_meshes=False,
+                friction=p["friction"],
+                integrator=p["integrator"],
+                cone=p["cone"],
+            )
+            config.validate()
+        except (TypeError, ValueError) as exc:
+            raise WbcError(f"simulation parameters: {exc}") from exc
+        if p["integrator"] not in ("euler", "implicitfast", "implicit", "rk4") or p["cone"] not in (
+            "pyramidal",
+            "elliptic",
+        ):
+            raise WbcError(f"parameters 'integrator' / 'cone': unknown value '{p['integrator']}' / '{p['cone']}'")
+        self.sim = Simulation(self.robot, config)
+        self._edit_model(p["mass_scale"], p["torso_added_mass"])
+        self.gravity = float(np.linalg.norm(self.sim.model.opt.gravity))  # [m/s^2]
+        self._set_gravity(0.0)
+        self.delayed: list[np.ndarray] = []  # commands waiting for command_delay_periods
+        self.noise_rng = np.random.default_rng(p["noise_seed"])
+        self._noisy: tuple[int, np.ndarray, np.ndarray] | None = None  # (stamp, q, v) last published
         self.substeps = max(1, round(p["control_period"] / p["timestep"]))
         if abs(self.substeps * p["timestep"] - p["control_period"]) > 1e-9:
             raise WbcError(f"control_period {p['control_period']} s is not a multiple of timestep {p['timestep']} s")
@@ -193,6 +269,55 @@ class MujocoBridge(Node):
             f"{self.robot.name}: {p['mode']} at {1.0 / p['control_period']:.0f} Hz "
             f"({self.substeps} x {p['timestep']} s), commands on {topic}"
         )
+
+    def _edit_model(self, mass_scale: float, torso_added_mass: float) -> None:
+        """The simulated robot's masses (the controller keeps its nominal model); then the reset."""
+        model = self.sim.model
+        if mass_scale != 1.0:
+            model.body_mass[1:] *= mass_scale
+            model.body_inertia[1:] *= mass_scale
+        if torso_added_mass != 0.0:
+            body = model.body(self.robot.config.torso_frame)
+            mass = float(body.mass[0])
+            if mass + torso_added_mass <= 0:
+                raise WbcError(
+                    f"parameter 'torso_added_mass': torso mass {mass} kg + {torso_added_mass} kg is not positive"
+                )
+            model.body_inertia[body.id] *= (mass + torso_added_mass) / mass
+            model.body_mass[body.id] = mass + torso_added_mass
+        self.sim.reset(self.robot.q_ref)
+
+    def _set_gravity(self, t: float) -> None:
+        """Gravity tilted about y by ``slope_deg`` scaled by ``t / slope_ramp`` (a slope along +x)."""
+        deg, ramp = self.p["slope_deg"], self.p["slope_ramp"]
+        if deg == 0.0:
+            return
+        a = np.radians(deg) * (min(1.0, max(0.0, t / ramp)) if ramp > 0 else 1.0)
+        self.sim.model.opt.gravity[:] = [-self.gravity * np.sin(a), 0.0, -self.gravity * np.cos(a)]
+
+    def _noised(self, ns: int, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The published state: ``q, v`` with the noise parameters' Gaussian noise, drawn once
+        per stamp (a re-sent state is the same)."""
+        p = self.p
+        sd = [p[k] for k in ("noise_joint_position", "noise_joint_velocity", "noise_orientation")]
+        sd += [p["noise_angular_velocity"], p["noise_linear_velocity"]]
+        if not any(sd):
+            return q, v
+        if self._noisy is not None and self._noisy[0] == ns:
+            return self._noisy[1], self._noisy[2]
+        import pinocchio as pin
+
+        rng = self.noise_rng
+        q, v = q.copy(), v.copy()
+        x, y, z, w = q[3:7]
+        R = pin.Quaternion(w, x, y, z).toRotationMatrix() @ pin.exp3(rng.normal(0.0, sd[2], 3))
+        q[3:7] = pin.Quaternion(R).coeffs()
+        q[7:] += rng.normal(0.0, sd[0], q.size - 7)
+        v[:3] += rng.normal(0.0, sd[4], 3)
+        v[3:6] += rng.normal(0.0, sd[3], 3)
+        v[6:] += rng.normal(0.0, sd[1], v.size - 6)
+        self._noisy = (ns, q, v)
+        return q, v
 
     # -- parameters --------------------------------------------------------------------------
 
@@ -312,8 +437,16 @@ class MujocoBridge(Node):
         elif self.damping and not damping:
             self.get_logger().info(f"fresh command: damping ends (t = {now * 1e-9:.3f} s)", throttle_duration_sec=1.0)
         self.damping = damping
+        tau = self.tau
+        delay = self.p["command_delay_periods"]
+        if delay > 0:  # the command received `delay` periods ago (the first one until then)
+            self.delayed.append(self.tau.copy())
+            if len(self.delayed) > delay + 1:
+                self.delayed.pop(0)
+            tau = self.delayed[0]
         for _ in range(self.substeps):
-            self.applied = -self.robot.kd_safe * self.sim.v[6:] if damping else self.tau
+            self._set_gravity(self.sim.time)
+            self.applied = -self.robot.kd_safe * self.sim.v[6:] if damping else tau
             self.sim.step(self.applied)
         self.steps += 1
         sim = self.sim
@@ -323,12 +456,17 @@ class MujocoBridge(Node):
         end = self.p["end_time"]
         if end > 0 and self.now_ns() >= cv.seconds_to_ns(end):
             self.finished = True
+        pause_at = self.p["pause_at"]
+        if pause_at > 0 and not self.paused and now < cv.seconds_to_ns(pause_at) <= self.now_ns():
+            self.paused = True  # the state below is published; /sim/pause false asks for its command
+            self._next_status_ns = self.now_ns()  # and /sim/status with it: the pause is seen
+            self.get_logger().info(f"paused at t = {self.now_ns() * 1e-9:.3f} s (pause_at)")
         self.publish_state()
 
     def publish_state(self) -> None:
         sim, robot = self.sim, self.robot
         ns = self.now_ns()
-        q, v = sim.q, sim.v
+        q, v = self._noised(ns, sim.q, sim.v)
         # CDR bytes: rclpy's message objects cost 4 to 13 times more per message
         self.clock_pub.publish(cv.clock_cdr(ns))
         imu = sim.imu()

@@ -1,0 +1,100 @@
+"""The scenario suite through the ROS graph (``wbc scenarios --through ros``).
+
+Without DDS: every scenario either runs through the graph or says why not, and the
+zero /cmd_vel the driver sends at :attr:`WalkPlan.stop_at` gives the walker the very
+footsteps of the in-process ``walk_steps`` walk.  With DDS (real processes in lockstep,
+500 Hz to keep it short): Talos stands 10 s and takes the lateral push standing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import types
+
+import numpy as np
+import pytest
+
+from whole_body_control.robot import load_robot
+from whole_body_control.scenarios import (
+    ROS_NOT_APPLICABLE,
+    ROS_RUNS,
+    SCENARIOS,
+    WALKER_HORIZON,
+    WALKER_PERIOD,
+    RosOptions,
+    run_suite,
+    walk_plan,
+)
+
+
+def test_every_scenario_runs_through_ros_or_says_why_not():
+    names = {s.name for s in SCENARIOS}
+    assert set(ROS_RUNS) | set(ROS_NOT_APPLICABLE) == names
+    assert not set(ROS_RUNS) & set(ROS_NOT_APPLICABLE)
+    assert all(len(reason) > 20 for reason in ROS_NOT_APPLICABLE.values())
+
+
+def test_not_applicable_rows_keep_the_summary_shape():
+    summary = run_suite("talos", ["determinism,infeasible_qp"], through="ros")
+    assert summary["through"] == "ros"
+    assert (summary["passed"], summary["failed"], summary["not_applicable"]) == (0, 0, 2)
+    for row in summary["scenarios"]:
+        assert row["applies"] is False and row["passed"] is None and row["reason"] == ROS_NOT_APPLICABLE[row["name"]]
+    json.dumps(summary)
+
+
+@pytest.mark.parametrize("steps", [8, 30])
+def test_a_stop_at_the_planned_time_gives_the_in_process_footsteps(steps):
+    """The walker as the node runs it: /cmd_vel from t = 0, the zero /cmd_vel taken at the
+    pause and applied at the next batch start (up to one horizon later, on the walker's
+    grid); its footsteps and timing are walk_steps(steps)'s."""
+    from whole_body_control.state import RobotState
+    from whole_body_control.walking import make_walker
+    from zmp_walker import load_walker_config
+
+    robot = load_robot("talos")
+    plan = walk_plan(robot, steps)
+    state = RobotState(robot)
+    state.update(robot.q_ref, np.zeros(robot.nv))
+
+    def walker():
+        return make_walker(robot, types.SimpleNamespace(state=state), load_walker_config(robot=robot.name))
+
+    reference = walker()
+    reference.walk_steps(steps, plan.speed)
+    reference.cycle(0.0)
+    for apply_at in (plan.stop_at, plan.stop_at + WALKER_HORIZON + WALKER_PERIOD):  # the earliest, the latest
+        ros = walker()
+        ros.set_velocity(plan.speed)
+        ros.cycle(0.0)
+        ros.cycle(apply_at - 0.001)
+        ros.set_velocity(0.0)
+        ros.cycle(apply_at)
+        got, want = ros.schedule.steps, reference.schedule.steps
+        assert len(got) == len(want) == steps
+        for a, b in zip(got, want, strict=True):
+            assert a.side == b.side
+            assert math.isclose(a.t_end, b.t_end, abs_tol=1e-9)
+            np.testing.assert_allclose(a.position, b.position, atol=1e-9)
+        assert math.isclose(ros.schedule.end_time + 1.0, plan.end_time, abs_tol=1e-6)
+
+
+# -- through the graph: real processes, DDS, lockstep -------------------------------------------
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_stand_and_lateral_push_through_the_graph():
+    pytest.importorskip("rclpy")
+    summary = run_suite(
+        "talos", ["stand_10s,push_lateral_ds"], through="ros", ros_options=RosOptions(control_period=0.002)
+    )
+    print(json.dumps(summary))
+    rows = {r["name"]: r for r in summary["scenarios"]}
+    for name in ("stand_10s", "push_lateral_ds"):
+        r = rows[name]
+        assert r["applies"] and r["passed"], r["figure"]
+        assert not r["fell"] and r["damping_commands"] == 0 and r["deadline_misses"] == 0
+    assert rows["stand_10s"]["simulated_s"] >= 10.0 - 1e-6
+    assert rows["push_lateral_ds"]["simulated_s"] >= 4.0 - 1e-6
