@@ -307,16 +307,15 @@ def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
     return figures
 
 
-def push_forward_search(robot, out_dir, start: float = 0.1, step: float = 0.05, limit: float = 1.5) -> dict:
-    """Standing, the largest forward push [m/s] survived: increase by ``step`` until a fall."""
-    from whole_body_control.runner import run_stand
-
+def push_search(fall_reason_at, start: float, step: float, limit: float) -> dict:
+    """The largest push [m/s] survived: ``fall_reason_at(dv)`` gives the reason of a fall
+    (None: survived) for increasing ``dv`` by ``step`` until one falls."""
     survived, fell_at, reason = None, None, None
     dv = start
     while dv <= limit + 1e-9:
-        s = run_stand(robot, 3.0, push_dv=(round(dv, 4), 0.0), push_at=1.0)
-        if s["fell"]:
-            fell_at, reason = round(dv, 4), s["fall_reason"]
+        why = fall_reason_at(round(dv, 4))
+        if why is not None:
+            fell_at, reason = round(dv, 4), why
             break
         survived = round(dv, 4)
         dv += step
@@ -327,6 +326,17 @@ def push_forward_search(robot, out_dir, start: float = 0.1, step: float = 0.05, 
         "first_fall_push_mps": fell_at,
         "fall_reason": reason,
     }
+
+
+def push_forward_search(robot, out_dir, start: float = 0.1, step: float = 0.05, limit: float = 1.5) -> dict:
+    """Standing, the largest forward push [m/s] survived: increase by ``step`` until a fall."""
+    from whole_body_control.runner import run_stand
+
+    def fall_reason_at(dv: float) -> str | None:
+        s = run_stand(robot, 3.0, push_dv=(dv, 0.0), push_at=1.0)
+        return s["fall_reason"] if s["fell"] else None
+
+    return push_search(fall_reason_at, start, step, limit)
 
 
 def overload(robot, out_dir) -> dict:
@@ -942,23 +952,13 @@ def _ros_push_inward(robot, opts, dv: float = 0.22):
 
 
 def _ros_push_forward_search(robot, opts, start: float = 0.1, step: float = 0.05, limit: float = 1.5):
-    survived, fell_at, reason = None, None, None
-    dv = start
-    while dv <= limit + 1e-9:
-        s = _ros_run(robot, opts, 3.0, pushes=[_push(robot, 1.0, (round(dv, 4), 0.0))])
+    def fall_reason_at(dv: float) -> str | None:
+        s = _ros_run(robot, opts, 3.0, pushes=[_push(robot, 1.0, (dv, 0.0))])
         if s["fell"] or not _ros_no_damping(s):
-            fell_at, reason = round(dv, 4), s["fall_reason"] or "damping"
-            break
-        survived = round(dv, 4)
-        dv += step
-    return {
-        "passed": True,  # it reports
-        "figure": f"largest forward push survived {survived} m/s" + (f" (falls at {fell_at})" if fell_at else ""),
-        "largest_push_survived_mps": survived,
-        "first_fall_push_mps": fell_at,
-        "fall_reason": reason,
-        "dropped": list(ROS_DROPPED),
-    }
+            return s["fall_reason"] or "damping"
+        return None
+
+    return {**push_search(fall_reason_at, start, step, limit), "dropped": list(ROS_DROPPED)}
 
 
 def _ros_overload(robot, opts):
