@@ -6,6 +6,10 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 STATE_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 # Effort commands: only the newest command matters (forward_command_controller keeps the last one).
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-# Walking reference trajectories: a controller that subscribes late (start-up, restart)
-# still gets the newest ones (transient local), so lockstep never waits on a lost first batch.
-REFERENCE_QOS = QoSProfile(depth=4, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# Walking reference trajectories: each one carries only the samples past the previous one,
+# so none may be lost: a deep history on both sides (a controller busy for a few walker
+# periods still gets every batch), transient local (a controller that subscribes late still
+# gets the walker's first batches, so lockstep never waits on a lost one).
+REFERENCE_QOS = QoSProfile(
+    depth=64, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
