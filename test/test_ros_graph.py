@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -410,3 +411,25 @@ def test_cdr_writers_agree_with_rclpy_serialization():
         w = rng.normal(size=6)
         assert deserialize_message(cv.wrench_cdr(ns, frame, w), WrenchStamped) == cv.wrench_msg(stamp, frame, w)
         assert deserialize_message(cv.clock_cdr(ns), Clock) == Clock(clock=stamp)
+
+
+def test_launch_control_period_reaches_every_node_and_rejects_bad_values():
+    from whole_body_control.ros.graph import _period_params
+
+    kw = _period_params(0.002)
+    specs = sim_graph("talos", **kw)
+    assert {s.name: s.parameters["control_period"] for s in specs} == {
+        "mujoco_bridge": 0.002,
+        "whole_body_controller": 0.002,
+        "zmp_walker": 0.002,
+    }
+    assert _period_params(None) == {}
+    for bad in ("0", "-1", "nan"):
+        out = subprocess.run(
+            [sys.executable, "-m", "whole_body_control.cli", "launch", "sim", "--control-period", bad],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 2 and "--control-period must be finite and > 0" in out.stderr
+        assert "Traceback" not in out.stderr

@@ -585,6 +585,18 @@ def _interrupt(*_):
     raise KeyboardInterrupt
 
 
+def _period_params(control_period: float | None) -> dict:
+    """``run_graph`` keyword arguments setting every node's control period [s] (None: the
+    parameter file's)."""
+    if control_period is None:
+        return {}
+    if not (math.isfinite(control_period) and control_period > 0):
+        print(f"wbc launch: --control-period must be finite and > 0 [s], got {control_period}", file=sys.stderr)
+        raise SystemExit(2)
+    p = {"control_period": float(control_period)}
+    return {"bridge_params": p, "walker_params": p, "controller_params": p}
+
+
 def cmd_launch(args) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # children are stopped by run_graph's finally
     summary = run_graph(
@@ -596,6 +608,7 @@ def cmd_launch(args) -> int:
         timeout=args.timeout,
         log_dir=args.logs,
         estimator=args.estimator,
+        **_period_params(args.control_period),
     )
     if args.json:
         print(json.dumps(summary))
@@ -616,7 +629,13 @@ def register(subparsers) -> None:
     s.add_argument("--duration", type=float, default=10.0, help="simulated time [s]")
     s.add_argument("--cmd-vel", type=float, default=0.0, help="forward /cmd_vel from the start [m/s]")
     s.add_argument("--params-file", default=None, help="parameter YAML (default config/ros/sim.yaml)")
-    s.add_argument("--estimator", action="store_true", help="also run the state estimator")
+    s.add_argument("--estimator", action="store_true", help="estimate the base in the controller (IMU, legs, foot F/T)")
+    s.add_argument(
+        "--control-period",
+        type=float,
+        default=None,
+        help="control period of every node [s] (default: the parameter file's, 0.001)",
+    )
     s.add_argument("--timeout", type=float, default=None, help="wall-clock limit [s]")
     s.add_argument("--logs", default=None, help="directory for the nodes' logs")
     s.add_argument("--json", action="store_true", help="print one JSON object as the last line")
