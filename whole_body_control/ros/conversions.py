@@ -63,63 +63,134 @@ def stamp_to_ns(stamp: Time) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+# -- CDR (XCDR1): what rmw writes.  The control loop reads its inputs from their bytes and
+# writes its outputs as bytes: rclpy's message objects cost 4 to 13 times more per message.
+
+_CDR_HEADER = b"\x00\x01\x00\x00"  # CDR, little endian, no options
+
+
+class _CdrReader:
+    """Reads a serialized message field by field (alignment relative to the payload, after
+    the 4-byte encapsulation header; byte order from that header)."""
+
+    __slots__ = ("data", "pos", "what", "order")
+
+    def __init__(self, data: bytes, what: str):
+        self.data, self.pos, self.what = data, 4, what
+        self.order = "<" if len(data) > 1 and data[1] & 1 else ">"  # ..._LE has the low bit set
+
+    def align(self, n: int) -> None:
+        self.pos += -(self.pos - 4) % n
+
+    def take(self, size: int) -> int:
+        start = self.pos
+        self.pos += size
+        if self.pos > len(self.data):
+            raise StateError(f"{self.what}: serialized message truncated at byte {start} of {len(self.data)}")
+        return start
+
+    def u32(self) -> int:
+        self.align(4)
+        return struct.unpack_from(self.order + "I", self.data, self.take(4))[0]
+
+    def string(self) -> str:
+        size = self.u32()
+        start = self.take(size)
+        return bytes(self.data[start : start + size - 1]).decode()
+
+    def skip_string(self) -> None:
+        self.take(self.u32())
+
+    def time_ns(self) -> int:
+        """A ``builtin_interfaces/Time`` or ``Duration`` [ns]."""
+        self.align(4)
+        sec, nanosec = struct.unpack_from(self.order + "iI", self.data, self.take(8))
+        return sec * 1_000_000_000 + nanosec
+
+    def doubles(self, count: int) -> np.ndarray:
+        """``count`` float64 (a view into the bytes); no alignment for none, as CDR writes it."""
+        if count:
+            self.align(8)
+        return np.frombuffer(self.data, dtype=self.order + "f8", count=count, offset=self.take(8 * count))
+
+
+class _CdrWriter:
+    """A little-endian CDR stream (alignment relative to the payload, after the 4-byte
+    encapsulation header)."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self):
+        self.buf = bytearray(_CDR_HEADER)
+
+    def align(self, n: int) -> None:
+        pad = -(len(self.buf) - 4) % n
+        if pad:
+            self.buf += bytes(pad)
+
+    def u32(self, x: int) -> None:
+        self.align(4)
+        self.buf += struct.pack("<I", x)
+
+    def string(self, text: str) -> None:
+        data = text.encode()
+        self.u32(len(data) + 1)
+        self.buf += data + b"\x00"
+
+    def time(self, ns: int) -> None:
+        """A ``builtin_interfaces/Time`` or ``Duration`` of ``ns`` [ns]."""
+        self.align(4)
+        self.buf += struct.pack("<iI", *divmod(ns, 1_000_000_000))
+
+    def header(self, ns: int, frame: str) -> None:
+        self.time(ns)
+        self.string(frame)
+
+    def doubles(self, values, sequence: bool = False) -> None:
+        data = np.ascontiguousarray(values, dtype="<f8")
+        if sequence:
+            self.u32(data.size)
+        if data.size:
+            self.align(8)
+            self.buf += data.tobytes()
+
+    def bytes(self) -> bytes:
+        return bytes(self.buf)
+
+
 def cdr_stamp_ns(data: bytes) -> int:
     """``header.stamp`` [ns] of a serialized message that starts with a ``std_msgs/Header``
     (JointState, Odometry, Imu ...), read from its CDR bytes without deserializing it."""
-    if len(data) < 12:
-        raise StateError(f"serialized message too short for a header ({len(data)} bytes)")
-    order = "<" if data[1] & 1 else ">"  # CDR encapsulation: ..._LE has the low bit set
-    sec, nanosec = struct.unpack_from(order + "iI", data, 4)
-    return sec * 1_000_000_000 + nanosec
-
-
-def _cdr_payload(data: bytes, what: str) -> tuple[memoryview, str]:
-    if len(data) < 12:
-        raise StateError(f"{what}: serialized message too short ({len(data)} bytes)")
-    return memoryview(data)[4:], ("<" if data[1] & 1 else ">")
-
-
-def _cdr_skip_string(payload: memoryview, offset: int, order: str) -> int:
-    """Offset after the CDR string at ``offset`` (4-aligned length, then the characters)."""
-    offset = (offset + 3) & ~3
-    (length,) = struct.unpack_from(order + "I", payload, offset)
-    return offset + 4 + length
-
-
-def _cdr_doubles(payload: memoryview, offset: int, order: str, count: int, what: str) -> np.ndarray:
-    offset = (offset + 7) & ~7
-    if offset + 8 * count > len(payload):
-        raise StateError(f"{what}: serialized message too short for its fields")
-    return np.frombuffer(payload, dtype=order + "f8", count=count, offset=offset)
+    return _CdrReader(data, "header").time_ns()
 
 
 def imu_from_cdr(data: bytes) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """Serialized ``sensor_msgs/Imu`` -> ``(stamp [ns], orientation xyzw, gyro, specific
     force)`` read at their CDR offsets (rclpy's message objects cost about 65 us each)."""
-    payload, order = _cdr_payload(data, "Imu")
-    sec, nanosec = struct.unpack_from(order + "iI", payload, 0)
-    offset = _cdr_skip_string(payload, 8, order)
-    v = _cdr_doubles(payload, offset, order, 4 + 9 + 3 + 9 + 3, "Imu")
-    return sec * 1_000_000_000 + nanosec, v[0:4].copy(), v[13:16].copy(), v[25:28].copy()
+    r = _CdrReader(data, "Imu")
+    ns = r.time_ns()
+    r.skip_string()  # header.frame_id
+    v = r.doubles(4 + 9 + 3 + 9 + 3)
+    return ns, v[0:4].copy(), v[13:16].copy(), v[25:28].copy()
 
 
 def odometry_from_cdr(data: bytes) -> tuple[int, np.ndarray, np.ndarray]:
     """Serialized ``nav_msgs/Odometry`` -> ``(stamp [ns], q_base (7,), v_base (6,))`` as
     :func:`base_from_odometry` (about 130 us as message objects)."""
-    payload, order = _cdr_payload(data, "Odometry")
-    sec, nanosec = struct.unpack_from(order + "iI", payload, 0)
-    offset = _cdr_skip_string(payload, 8, order)  # header.frame_id
-    offset = _cdr_skip_string(payload, offset, order)  # child_frame_id
-    v = _cdr_doubles(payload, offset, order, 7 + 36 + 6, "Odometry")
-    return sec * 1_000_000_000 + nanosec, v[0:7].copy(), v[43:49].copy()
+    r = _CdrReader(data, "Odometry")
+    ns = r.time_ns()
+    r.skip_string()  # header.frame_id
+    r.skip_string()  # child_frame_id
+    v = r.doubles(7 + 36 + 6)
+    return ns, v[0:7].copy(), v[43:49].copy()
 
 
 def wrench_from_cdr(data: bytes) -> tuple[int, np.ndarray]:
     """Serialized ``geometry_msgs/WrenchStamped`` -> ``(stamp [ns], [f, tau])``."""
-    payload, order = _cdr_payload(data, "WrenchStamped")
-    sec, nanosec = struct.unpack_from(order + "iI", payload, 0)
-    offset = _cdr_skip_string(payload, 8, order)
-    return sec * 1_000_000_000 + nanosec, _cdr_doubles(payload, offset, order, 6, "WrenchStamped").copy()
+    r = _CdrReader(data, "WrenchStamped")
+    ns = r.time_ns()
+    r.skip_string()  # header.frame_id
+    return ns, r.doubles(6).copy()
 
 
 def ns_to_stamp(ns: int) -> Time:
@@ -255,36 +326,20 @@ class JointStateReader:
         :meth:`read`, from its CDR bytes: the name list is compared byte for byte with the
         previous message's and parsed only when it changed (rclpy's message objects cost
         about 45 us for 32 joints, this about 10 us)."""
-        payload, order = _cdr_payload(data, "JointState")
-        sec, nanosec = struct.unpack_from(order + "iI", payload, 0)
-        offset = _cdr_skip_string(payload, 8, order)  # header.frame_id
+        r = _CdrReader(data, "JointState")
+        ns = r.time_ns()
+        r.skip_string()  # header.frame_id
+        start = r.pos
         cached = self._cdr_names
-        if cached is not None and cached[0] == offset and data[4 + offset : 4 + offset + len(cached[1])] == cached[1]:
-            names, offset = cached[2], offset + len(cached[1])
+        if cached is not None and cached[0] == start and data[start : start + len(cached[1])] == cached[1]:
+            names = cached[2]
+            r.pos += len(cached[1])
         else:
-            start = offset
-            offset = (offset + 3) & ~3
-            (count,) = struct.unpack_from(order + "I", payload, offset)
-            offset += 4
-            names = []
-            for _ in range(count):
-                offset = (offset + 3) & ~3
-                (length,) = struct.unpack_from(order + "I", payload, offset)
-                names.append(bytes(payload[offset + 4 : offset + 3 + length]).decode())
-                offset += 4 + length
-            names = tuple(names)
-            self._cdr_names = (start, bytes(payload[start:offset]), names)
-        arrays = []
-        for _ in range(2):  # position, velocity
-            offset = (offset + 3) & ~3
-            (count,) = struct.unpack_from(order + "I", payload, offset)
-            offset += 4
-            if count:
-                offset = (offset + 7) & ~7
-            arrays.append(np.frombuffer(payload, dtype=order + "f8", count=count, offset=offset))
-            offset += 8 * count
+            names = tuple(r.string() for _ in range(r.u32()))
+            self._cdr_names = (start, bytes(data[start : r.pos]), names)
+        arrays = [r.doubles(r.u32()) for _ in range(2)]  # position, velocity
         q, v, missing = self._reorder(names, arrays[0], arrays[1])
-        return sec * 1_000_000_000 + nanosec, q, v, missing
+        return ns, q, v, missing
 
     def read(self, msg: JointState) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
         """``(q [rad], v [rad/s], missing names)`` in robot order; NaN where missing."""
@@ -400,46 +455,6 @@ def command_msg(values) -> Float64MultiArray:
 # built here with struct and numpy.  A test compares them with rclpy's own serialization.
 
 
-class _Cdr:
-    """A little-endian CDR stream (alignment relative to the payload, after the 4-byte
-    encapsulation header)."""
-
-    __slots__ = ("buf",)
-
-    def __init__(self):
-        self.buf = bytearray(b"\x00\x01\x00\x00")  # CDR_LE, options 0
-
-    def align(self, n: int) -> None:
-        pad = -(len(self.buf) - 4) % n
-        if pad:
-            self.buf += bytes(pad)
-
-    def u32(self, x: int) -> None:
-        self.align(4)
-        self.buf += struct.pack("<I", x)
-
-    def string(self, text: str) -> None:
-        data = text.encode()
-        self.u32(len(data) + 1)
-        self.buf += data + b"\x00"
-
-    def header(self, ns: int, frame: str) -> None:
-        self.align(4)
-        self.buf += struct.pack("<iI", ns // 1_000_000_000, ns % 1_000_000_000)
-        self.string(frame)
-
-    def doubles(self, values, sequence: bool = False) -> None:
-        data = np.ascontiguousarray(values, dtype="<f8")
-        if sequence:
-            self.u32(data.size)
-        if data.size:
-            self.align(8)
-            self.buf += data.tobytes()
-
-    def bytes(self) -> bytes:
-        return bytes(self.buf)
-
-
 _ZEROS = np.zeros(36)
 
 
@@ -447,7 +462,7 @@ def command_cdr(values, stamp_ns: int | None = None) -> bytes:
     """Serialized ``std_msgs/Float64MultiArray`` as :func:`command_msg`, with the layout
     dimension ``stamp_ns=<ns>`` when ``stamp_ns`` is given (the state it answers)."""
     values = np.asarray(values, dtype=float)
-    w = _Cdr()
+    w = _CdrWriter()
     w.u32(1 if stamp_ns is None else 2)
     w.string("joints")
     w.u32(values.size)
@@ -466,12 +481,12 @@ _NAMES_CDR: dict[tuple[str, ...], bytes] = {}
 
 def joint_state_cdr(stamp_ns: int, names, q_joints, v_joints, tau=None) -> bytes:
     """Serialized ``sensor_msgs/JointState`` as :func:`joint_state_msg` (no frame id)."""
-    w = _Cdr()
+    w = _CdrWriter()
     w.header(stamp_ns, "")  # 12 bytes of payload: the names start 4-aligned, always at the same offset
     names = tuple(names)
     cached = _NAMES_CDR.get(names)
     if cached is None:
-        part = _Cdr()
+        part = _CdrWriter()
         part.buf += bytes(len(w.buf) - 4)  # the same alignment as in the message
         part.u32(len(names))
         for name in names:
@@ -486,7 +501,7 @@ def joint_state_cdr(stamp_ns: int, names, q_joints, v_joints, tau=None) -> bytes
 
 def imu_cdr(stamp_ns: int, frame: str, orientation_xyzw, gyro, linear_acceleration) -> bytes:
     """Serialized ``sensor_msgs/Imu`` as :func:`imu_msg` (covariances zero)."""
-    w = _Cdr()
+    w = _CdrWriter()
     w.header(stamp_ns, frame)
     w.doubles(np.concatenate([orientation_xyzw, _ZEROS[:9], gyro, _ZEROS[:9], linear_acceleration, _ZEROS[:9]]))
     return w.bytes()
@@ -494,7 +509,7 @@ def imu_cdr(stamp_ns: int, frame: str, orientation_xyzw, gyro, linear_accelerati
 
 def odometry_cdr(stamp_ns: int, q_base, v_base, child_frame: str) -> bytes:
     """Serialized ``nav_msgs/Odometry`` as :func:`odometry_msg` (covariances zero)."""
-    w = _Cdr()
+    w = _CdrWriter()
     w.header(stamp_ns, WORLD_FRAME)
     w.string(child_frame)
     w.doubles(np.concatenate([q_base[:7], _ZEROS, v_base[:6], _ZEROS]))
@@ -503,7 +518,7 @@ def odometry_cdr(stamp_ns: int, q_base, v_base, child_frame: str) -> bytes:
 
 def wrench_cdr(stamp_ns: int, frame: str, wrench) -> bytes:
     """Serialized ``geometry_msgs/WrenchStamped`` as :func:`wrench_msg`."""
-    w = _Cdr()
+    w = _CdrWriter()
     w.header(stamp_ns, frame)
     w.doubles(wrench[:6])
     return w.bytes()
@@ -511,7 +526,9 @@ def wrench_cdr(stamp_ns: int, frame: str, wrench) -> bytes:
 
 def clock_cdr(stamp_ns: int) -> bytes:
     """Serialized ``rosgraph_msgs/Clock``."""
-    return b"\x00\x01\x00\x00" + struct.pack("<iI", stamp_ns // 1_000_000_000, stamp_ns % 1_000_000_000)
+    w = _CdrWriter()
+    w.time(stamp_ns)
+    return w.bytes()
 
 
 def command_from_msg(msg: Float64MultiArray) -> np.ndarray:
@@ -816,69 +833,24 @@ def reference_trajectory_from_msg(
     return _trajectory_from_blocks(start, period, T, twists("velocities"), twists("accelerations"), what, omega)
 
 
-# CDR (XCDR1, little endian) of MultiDOFJointTrajectory, as rmw serializes it.
-_CDR_HEADER = b"\x00\x01\x00\x00"
-_U32 = struct.Struct("<I")
-_DURATION = struct.Struct("<iI")
-
-
-def _pad(buf: bytearray, align: int) -> None:
-    buf += bytes(-(len(buf) - 4) % align)  # alignment counts from after the encapsulation header
-
-
 def reference_trajectory_cdr(traj: ReferenceTrajectory) -> bytes:
     """Serialized ``MultiDOFJointTrajectory`` of ``traj``: the bytes of
     ``rclpy.serialization.serialize_message(reference_trajectory_to_msg(traj))``, for
     ``Publisher.publish(bytes)``: for 30 points about 0.2 ms of CPU against about 8 ms
     for building the message objects and having rclpy serialize them."""
     T, V, A = _trajectory_blocks(traj)
-    buf = bytearray(_CDR_HEADER)
-    sec, nanosec = divmod(traj.start_ns, 1_000_000_000)
-    buf += _DURATION.pack(sec, nanosec)
-    for s in (WORLD_FRAME,):
-        buf += _U32.pack(len(s) + 1) + s.encode() + b"\x00"
-    _pad(buf, 4)
-    buf += _U32.pack(len(REFERENCE_JOINTS))
-    for s in REFERENCE_JOINTS:
-        _pad(buf, 4)
-        buf += _U32.pack(len(s) + 1) + s.encode() + b"\x00"
-    _pad(buf, 4)
-    buf += _U32.pack(len(traj))
-    count = _U32.pack(6)
+    w = _CdrWriter()
+    w.header(traj.start_ns, WORLD_FRAME)
+    w.u32(len(REFERENCE_JOINTS))
+    for name in REFERENCE_JOINTS:
+        w.string(name)
+    w.u32(len(traj))
     for k in range(len(traj)):
-        for block in (T[k], V[k], A[k]):
-            _pad(buf, 4)
-            buf += count
-            _pad(buf, 8)
-            buf += block.tobytes()
-        buf += _DURATION.pack(*divmod(k * traj.period_ns, 1_000_000_000))
-    return bytes(buf)
-
-
-class _CdrReader:
-    __slots__ = ("data", "pos", "what")
-
-    def __init__(self, data: bytes, what: str):
-        self.data, self.pos, self.what = data, 4, what
-
-    def align(self, n: int) -> None:
-        self.pos += -(self.pos - 4) % n
-
-    def take(self, size: int) -> int:
-        start = self.pos
-        self.pos += size
-        if self.pos > len(self.data):
-            raise StateError(f"{self.what}: serialized message truncated at byte {start} of {len(self.data)}")
-        return start
-
-    def u32(self) -> int:
-        self.align(4)
-        return _U32.unpack_from(self.data, self.take(4))[0]
-
-    def string(self) -> str:
-        size = self.u32()
-        start = self.take(size)
-        return bytes(self.data[start : start + size - 1]).decode()
+        for block in (T[k], V[k], A[k]):  # transforms, velocities, accelerations: one entry per name
+            w.u32(len(REFERENCE_JOINTS))
+            w.doubles(block)
+        w.time(k * traj.period_ns)  # time_from_start
+    return w.bytes()
 
 
 def _cdr_point_error(r: _CdrReader, n: int, widths: tuple[int, ...], what: str) -> None:
@@ -909,9 +881,8 @@ def reference_trajectory_from_cdr(
     if bytes(data[:4]) != _CDR_HEADER:
         raise StateError(f"{what}: not little-endian CDR (encapsulation {bytes(data[:4]).hex()})")
     r = _CdrReader(data, what)
-    r.align(4)
-    stamp_sec, stamp_nanosec = _DURATION.unpack_from(data, r.take(8))
-    r.string()  # frame_id
+    stamp_ns = r.time_ns()
+    r.skip_string()  # frame_id
     names = [r.string() for _ in range(r.u32())]
     order = _reference_layout(names, what)
     n = r.u32()
@@ -955,7 +926,7 @@ def reference_trajectory_from_cdr(
     period = _uniform_period(offsets, period_ns, what)
     if order is not None:
         T, V, A = T[:, order], V[:, order], A[:, order]
-    start = stamp_sec * 1_000_000_000 + stamp_nanosec + offsets[0]
+    start = stamp_ns + offsets[0]
     return _trajectory_from_blocks(start, period, T, V, A, what, omega)
 
 
