@@ -128,7 +128,6 @@ class Supervisor:
     estop: bool = False
     reason: str = "waiting for the first state"
     last_state_ns: int | None = None
-    damping_count: int = 0
     events: list[str] = field(default_factory=list)
 
     def press(self, pressed: bool) -> None:
@@ -175,7 +174,6 @@ class Supervisor:
             self.events.append(f"damping: {reason}")
         self.armed = False
         self.reason = reason
-        self.damping_count += 1
 
 
 def non_finite(name: str, values: np.ndarray, labels=None) -> str | None:
@@ -315,10 +313,7 @@ class ControlStage:
             wbc_ref = walker_to_reference(reference, want, self.config.com_mode, st.com.copy(), st.vcom.copy())
         result = ctrl.cycle(q, v, dt, wbc_ref)
         self.last_result = result
-        damping = result.status == "damping"
-        if damping:
-            sup.damping_count += 1
-        return Command(ns, self._clip(result.tau), damping, result.status, result.reason)
+        return Command(ns, self._clip(result.tau), result.status == "damping", result.status, result.reason)
 
     def _contacts(self, obs: Observation, reference: WalkerReference | None) -> dict[str, bool]:
         """Feet in contact for the estimator: force sensors, else the walking reference's

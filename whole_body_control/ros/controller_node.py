@@ -405,7 +405,8 @@ class ControllerNode(Node):
         self.seen[topic] = self.seen.get(topic, 0) + 1
 
     def on_joint_states(self, data: bytes) -> None:
-        self.stage.supervisor.received(self.get_clock().now().nanoseconds)
+        now = self.get_clock().now().nanoseconds
+        self.stage.supervisor.received(now)
         self._count("joint_states")
         if self.first_state_s is None:
             self.first_state_s = time.monotonic()
@@ -418,7 +419,7 @@ class ControllerNode(Node):
         # is answered at once with what there is (damping naming what is missing)
         self.resent = self.starved or (self.pending is not None and self.pending[0] == ns)
         if self.pending is None:
-            self.pending_since = self.get_clock().now().nanoseconds  # unanswered since
+            self.pending_since = now  # unanswered since
         self.pending = (ns, data)
         self.try_tick()
 
