@@ -43,6 +43,7 @@ setup(
         "pyyaml>=6.0",
         "pin>=3.0",
         "proxsuite>=0.6",
+        "daqp>=0.6",  # the level QPs (dual active set); proxsuite is the fallback
         "mujoco>=3.2",
         "example-robot-data>=4.1",
         "urdf-parser-py",

@@ -487,3 +487,46 @@ def test_a_row_the_lower_level_cannot_move_keeps_its_infinite_bound_without_nan(
         warnings.simplefilter("error", RuntimeWarning)
         sol = HierarchicalQP().solve(E, e, C, lower, upper, levels)
     assert np.allclose(sol.x, [1.0, 3.0, 0.0], atol=1e-6)
+
+
+def test_recorded_problems_replay_the_same_through_both_solver_backends(tmp_path):
+    """G1 standing while its CoM sways: most ticks have active inequalities (the level QPs
+    run).  The slowest problems are recorded to a file; replayed, daqp and proxsuite give
+    the same solution, which keeps the hard equalities and every inequality."""
+    from whole_body_control.hqp import HierarchicalQP, load_recorded, solve_recorded
+    from whole_body_control.sim import Simulation
+
+    robot = load_robot("g1")
+    ctrl = WholeBodyController(robot)
+    ctrl.hqp.record_hardest(12)
+    sim = Simulation(robot)
+    sim.reset(robot.q_ref)
+    ctrl.reset(sim.q, sim.v)
+    com0 = ctrl.com_task.pos.copy()
+    for k in range(300):
+        w, t = np.pi, k * sim.timestep
+        ctrl.com_task.set_reference(com0 + [0.0, 0.02 * np.sin(w * t), 0.0], [0.0, 0.02 * w * np.cos(w * t), 0.0])
+        result = ctrl.cycle(sim.q, sim.v, sim.timestep)
+        assert result.ok, result.reason
+        sim.step(result.tau)
+    sim.close()
+    recorded = load_recorded(ctrl.hqp.save_recorded(tmp_path / "hardest.pkl"))
+    assert len(recorded) == 12
+    assert [t for t, _ in recorded] == sorted((t for t, _ in recorded), reverse=True)
+    cfg = ctrl.config.solver
+    solvers = {
+        b: HierarchicalQP(cfg.eps_abs, cfg.max_iter, cfg.regularization, backend=b) for b in ("daqp", "proxsuite")
+    }
+    qp_ran = 0
+    for _, problem in recorded:
+        E, e, C, lower, upper, _ = problem
+        sols = {b: solve_recorded(s, problem) for b, s in solvers.items()}
+        qp_ran += sols["daqp"].iterations > 0
+        for sol in sols.values():
+            assert np.abs(E @ sol.x - e).max() < 1e-8
+            cx = C @ sol.x
+            scale = np.linalg.norm(C, axis=1)
+            assert (cx >= lower - 1e-5 * scale).all() and (cx <= upper + 1e-5 * scale).all()
+        np.testing.assert_allclose(sols["daqp"].x, sols["proxsuite"].x, atol=1e-3)
+        np.testing.assert_allclose(sols["daqp"].residuals, sols["proxsuite"].residuals, atol=1e-4)
+    assert qp_ran >= 6, "the recorded problems should exercise the level QPs"

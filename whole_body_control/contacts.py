@@ -156,7 +156,7 @@ class Contact6D:
         J = state.jacobian(self.frame_id, LOCAL)
         rhs = -state.drift(self.frame_id, LOCAL)
         if self.config.kd > 0:
-            rhs -= self.config.kd * (J @ state.v)
+            rhs -= self.config.kd * J.dot(state.v)
         return J, rhs
 
     def force_bounds(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

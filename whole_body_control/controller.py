@@ -235,6 +235,7 @@ class WholeBodyController:
         self._eye6 = np.eye(6)
         self._eye_na = np.eye(self.na)
         self._buffers: dict[str, np.ndarray] = {}
+        self._C: dict[tuple[bool, bool], np.ndarray] = {}  # inequality matrix per contact set
         T = self.config.solver.joint_limit_horizon
         self._limit_horizon = T
         self._limit_gain = 2.0 / (T * T)
@@ -248,7 +249,7 @@ class WholeBodyController:
             for side in SIDES
         }
         solver = self.config.solver
-        self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization)
+        self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization, backend=solver.backend)
         self._build_tasks()
         self._tau_bound = robot.tau_max - 1e-4  # strictly inside, so clamping never alters a solution
         self._last_tau: np.ndarray | None = None
@@ -547,7 +548,7 @@ class WholeBodyController:
             acc[:2] *= mu * lift / horiz
         zmp = st.com[:2] - height / lift * acc[:2]
         normals, offsets, poly = self._guard_polygon()
-        if normals is not None and np.any(normals @ zmp > offsets):
+        if normals is not None and (normals.dot(zmp) > offsets).any():
             target = geometry.closest_point(poly, zmp)
             warnings.append("CoM acceleration limited: its ZMP would leave the support polygon")
             acc[:2] = (st.com[:2] - target) * lift / height
@@ -691,7 +692,7 @@ class WholeBodyController:
                 E[rows, :nv] = J
                 rhs = -st.drift(c.frame_id, _LOCAL)
                 if c.config.kd > 0:
-                    rhs -= c.config.kd * (J @ st.v)
+                    rhs -= c.config.kd * J.dot(st.v)
                 e[rows] = rhs
             else:
                 E[rows, cols] = self._eye6 * fs
@@ -699,7 +700,13 @@ class WholeBodyController:
         # Inequalities: torque limits, friction and CoP, joint position limits.
         n_active = sum(c.active for c in contacts)
         m = 2 * na + Contact6D.N_ROWS * n_active
-        C = np.zeros((m, n))
+        # One inequality matrix per contact set, reused: its zero blocks and the joint
+        # limit identity never change; every other block is overwritten below.
+        key = (contacts[0].active, contacts[1].active)
+        C = self._C.get(key)
+        if C is None:
+            C = self._C[key] = np.zeros((m, n))
+            C[m - na :, 6:nv] = self._eye_na
         lower = np.empty(m)
         upper = np.empty(m)
         C[:na, :nv] = st.M[6:]
@@ -715,7 +722,6 @@ class WholeBodyController:
             C[r : r + Contact6D.N_ROWS, nv + 6 * k : nv + 6 * k + 6] = F * fs
             lower[r : r + Contact6D.N_ROWS], upper[r : r + Contact6D.N_ROWS] = lo, up
             r += Contact6D.N_ROWS
-        C[r:, 6:nv] = self._eye_na
         lower[r:], upper[r:] = self._acceleration_bounds()
         # Task levels.
         ground = self._ground_height()
@@ -785,7 +791,7 @@ class WholeBodyController:
         fs = [x[nv : nv + 6] * self._fscale, x[nv + 6 : nv + 12] * self._fscale]
         Js = self._Js  # this tick's contact Jacobians (built in _build, same state)
         # M a + h - J^T f: its actuated rows are the torques, its base rows the residual.
-        full = st.M @ a + st.h - Js[0].T @ fs[0] - Js[1].T @ fs[1]
+        full = st.M.dot(a) + st.h - Js[0].T.dot(fs[0]) - Js[1].T.dot(fs[1])
         tau = full[6:].copy()
         if not np.isfinite(tau).all():  # NaN anywhere in x reaches tau through M or J^T
             return None

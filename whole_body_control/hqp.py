@@ -4,23 +4,31 @@ Decision variable ``x`` (size n).  Hard constraints ``E x = e`` and
 ``l <= C x <= u`` hold at every level.  Levels ``k = 1..K`` each hold weighted
 objectives ``sum_i w_i ||A_i x - b_i||^2``.
 
-Strict priority by nullspace projection: with ``x_k`` the solution after level
-``k`` and ``Z_k`` an orthonormal basis of the directions that keep every
-equality of the levels above (and ``E``), level ``k+1`` solves in ``z``::
+Strict priority in reduced coordinates: with ``x_k`` the solution after level
+``k`` and ``Z_k`` (n x d_k) an orthonormal basis of the directions that keep
+every equality of the levels above (and ``E``), level ``k+1`` solves in ``z``
+(d_k unknowns, fewer at every level)::
 
     min  sum_i w_i ||A_i Z_k z - (b_i - A_i x_k)||^2 + eps ||z||^2
     s.t. l - C x_k <= C Z_k z <= u - C x_k
 
-then ``x_{k+1} = x_k + Z_k z`` and ``Z_{k+1} = Z_k null(A_{k+1} Z_k)``.  What a
-level achieved (``A_{k+1} x_{k+1}``) is thereby kept exactly by every lower
-level, and the inequalities, present at every level, are never traded away.
+then ``x_{k+1} = x_k + Z_k z`` and ``Z_{k+1} = Z_k N`` with ``N`` an orthonormal
+basis of ``null(A_{k+1} Z_k)`` (one SVD gives the step and ``N``).  ``Z_0``
+comes from one QR of ``E^T``.  What a level achieved (``A_{k+1} x_{k+1}``) is
+thereby kept exactly by every lower level, and the inequalities, present at
+every level, are never traded away.  When the unconstrained step keeps every
+inequality (the common case) no QP is solved at all.
 """
 
 from __future__ import annotations
 
+import heapq
+import pickle
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+import daqp
 import numpy as np
 from scipy.linalg import lapack
 
@@ -121,7 +129,11 @@ class HierarchicalQP:
         max_iter: int = 200,
         regularization: float = 1e-8,
         flat_weight: float = 1e-3,
+        backend: str = "daqp",
     ):
+        if backend not in ("daqp", "proxsuite"):
+            raise ValueError(f"backend must be 'daqp' or 'proxsuite', got {backend!r}")
+        self.backend = backend
         self.eps_abs = eps_abs
         self.flat_weight = flat_weight
         # Inequalities active at a higher level are widened by this much (row-normalized
@@ -132,9 +144,48 @@ class HierarchicalQP:
         self.regularization = regularization
         self._qps: dict[tuple[int, int, int], proxsuite.proxqp.dense.QP] = {}
         self._previous: list[np.ndarray] | None = None
+        self.record = 0  # keep this many of the slowest problems solved (see record_hardest)
+        self._hardest: list[tuple[float, int, tuple]] = []  # min-heap on solve time
 
     def reset(self) -> None:
         self._previous = None
+
+    def record_hardest(self, count: int) -> None:
+        """From now on, keep the ``count`` problems that took longest to solve
+        (copies of every input), for :meth:`save_recorded` and ``bench/hqp_replay.py``."""
+        self.record = int(count)
+        self._hardest = []
+
+    def recorded(self) -> list[tuple[float, tuple]]:
+        """The kept problems, slowest first: ``(solve_time [s], (E, e, C, lower, upper, levels))``
+        with ``levels`` as lists of ``(name, A, b, weight)``."""
+        return [(t, p) for t, _, p in sorted(self._hardest, reverse=True)]
+
+    def save_recorded(self, path: str | Path) -> Path:
+        """Write :meth:`recorded` to ``path`` (pickle of numpy arrays); returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            pickle.dump({"format": "whole_body_control.hqp/1", "problems": self.recorded()}, f)
+        return path
+
+    def _keep(self, elapsed: float, E, e, C, lower, upper, levels) -> None:
+        heap = self._hardest
+        if len(heap) >= self.record and elapsed <= heap[0][0]:
+            return
+        problem = (
+            E.copy(),
+            e.copy(),
+            C.copy(),
+            lower.copy(),
+            upper.copy(),
+            [[(o.name, o.A.copy(), o.b.copy(), o.weight) for o in objectives] for objectives in levels],
+        )
+        item = (elapsed, id(problem), problem)
+        if len(heap) < self.record:
+            heapq.heappush(heap, item)
+        else:
+            heapq.heapreplace(heap, item)
 
     def _qp(self, level: int, n: int, n_in: int):
         key = (level, n, n_in)
@@ -165,27 +216,26 @@ class HierarchicalQP:
             and bool(np.all(np.isfinite(res.x)))
         )
 
-    def _solve_qp(self, k, AZ, w, r, P, Z, C, Cx, lo, hi, x, previous, last):
-        """Level ``k`` with active inequalities: proxsuite in the z coordinates.
+    def _solve_qp(self, k, AZ, r, N, Z, C, Cx, lo, hi, x, previous):
+        """Level ``k`` with active inequalities: proxsuite in the basis coordinates ``z``.
 
-        Returns ``(z, approximate, iterations)``; raises :class:`LevelFailure`.
+        ``AZ`` and ``r`` are the level's rows and residual, already weighted by the
+        square roots of the task weights; ``N`` is an orthonormal basis of ``null(AZ)``
+        (None: computed here).  Returns ``(z, approximate, iterations)``; raises
+        :class:`LevelFailure`.
         """
-        n = Z.shape[1]
-        WAZ = AZ * w[:, None]
-        H = AZ.T @ WAZ
+        d = Z.shape[1]
+        H = AZ.T @ AZ
         scale_h = np.trace(H) / max(min(AZ.shape), 1)
         # Directions this level's tasks do not see are flat; left to a tiny Tikhonov term
         # they make the QP ill-conditioned. Weigh them like the tasks' own directions: the
         # unconstrained optimum is unchanged (they do not move the objective).
-        if P is None:
-            # Last level: its projector was not needed by a level below, but the QP needs
-            # the flat directions (null(AZ), including the directions Z removes) weighted.
-            Gp = AZ @ AZ.T
-            Gp.flat[:: Gp.shape[0] + 1] += 1e-9 * (1.0 + np.trace(Gp) / Gp.shape[0])
-            P = _eye(n) - AZ.T @ _spd_solve(Gp, AZ)
-        H += (self.flat_weight * scale_h) * P
-        H.flat[:: n + 1] += self.regularization * (1.0 + scale_h)
-        g = -(WAZ.T @ r)
+        if N is None:
+            _, s, vt = _svd(AZ, full=True)
+            N = vt[_rank(s) :].T
+        H += (self.flat_weight * scale_h) * (N @ N.T)
+        H.flat[:: d + 1] += self.regularization * (1.0 + scale_h)
+        g = -(AZ.T @ r)
         CZ = C @ Z
         lz, uz = lo - Cx, hi - Cx
         # Rows the remaining freedom cannot move are dropped (their slack holds at z = 0
@@ -200,8 +250,12 @@ class HierarchicalQP:
             CZ = CZ * np.where(keep, inv, 0.0)[:, None]
             lz = np.where(keep, lz * inv, -1e20)
             uz = np.where(keep, uz * inv, 1e20)
-        z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(n)
-        qp = self._qp(k, n, CZ.shape[0])
+        if self.backend == "daqp":
+            z, iterations = self._daqp(H, g, CZ, lz, uz)
+            if z is not None:
+                return z, 0, iterations
+        z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(d)
+        qp = self._qp(k, d, CZ.shape[0])
         qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=False)
         qp.solve(z0, None, None)
         res = qp.results
@@ -225,6 +279,45 @@ class HierarchicalQP:
         problem = LevelProblem(k + 1, H, g, CZ, lz, uz, z0)
         raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}", problem)
 
+    def _daqp(self, H, g, CZ, lz, uz) -> tuple[np.ndarray | None, int]:
+        """The level QP by daqp's dual active-set method: ``(z, iterations)``, or
+        ``(None, iterations)`` when it does not end optimal with a finite, feasible
+        ``z`` (proxsuite then takes over)."""
+        z, _, flag, info = daqp.solve(H, g, CZ, np.minimum(uz, 1e30), np.maximum(lz, -1e30))
+        its = int(info["iterations"])
+        if flag != 1 or not np.isfinite(z).all():
+            return None, its
+        cz = CZ.dot(z)
+        if (cz < lz - self.accept_tolerance).any() or (cz > uz + self.accept_tolerance).any():
+            return None, its
+        return z, its
+
+    def _hard(self, E: np.ndarray, e: np.ndarray, n: int):
+        """Least-norm solution of ``E x = e`` and an orthonormal basis of ``null(E)``
+        (one QR of ``E^T``).  Raises :class:`LevelFailure` if ``E`` is rank deficient
+        and the equalities disagree."""
+        m = E.shape[0]
+        if not m:
+            return np.zeros(n), _eye(n)
+        if m < n:
+            qr, tau, _, _ = lapack.dgeqrf(E.T)
+            R = qr[:m]
+            diag = np.abs(R.diagonal())
+            if diag.min() > 1e-9 * diag.max():
+                # Full row rank: consistent whatever e is.
+                full = np.zeros((n, n), order="F")
+                full[:, :m] = qr
+                Q, _, _ = lapack.dorgqr(full, tau, lwork=max(1, 2 * n * n))
+                y, _ = lapack.dtrtrs(R, e, trans=1)  # R^T y = e (R upper triangular)
+                return Q[:, :m].dot(y), Q[:, m:]
+        # Rank deficient (or as many rows as unknowns): the SVD decides what is free.
+        u, s, vt = _svd(E, full=True)
+        rank = _rank(s)
+        x = vt[:rank].T.dot(u[:, :rank].T.dot(e) / s[:rank])
+        if np.linalg.norm(E.dot(x) - e) > 1e-8 * max(1.0, np.linalg.norm(e)):
+            raise LevelFailure(0, "hard equality constraints are inconsistent")
+        return x, vt[rank:].T.copy()
+
     def solve(
         self,
         E: np.ndarray,
@@ -241,26 +334,9 @@ class HierarchicalQP:
             LevelFailure: when the hard constraints or a level cannot be solved.
         """
         t0 = time.perf_counter()
+        C0, lower0, upper0 = C, lower, upper
         n = E.shape[1]
-        damping = self.regularization
-        # Hard equalities: least-norm particular solution and the nullspace projector
-        # Z = I - E^T (E E^T)^-1 E (a projector, not a basis: no QR/SVD per tick).
-        if E.shape[0]:
-            row = 1.0 / np.maximum(np.linalg.norm(E, axis=1), 1e-12)  # same solution set, better conditioned
-            E = E * row[:, None]
-            e = e * row
-            G0 = E @ E.T
-            G0.flat[:: G0.shape[0] + 1] += 1e-12
-            c0 = _cholesky(G0)
-            sol0 = _spd_solve(G0, np.column_stack([e, E]), c0)
-            x = E.T @ sol0[:, 0]
-            Z = _eye(n) - E.T @ sol0[:, 1:]
-            x += E.T @ _spd_solve(G0, e - E @ x, c0)  # one step of iterative refinement
-            if np.linalg.norm(E @ x - e) > 1e-8 * max(1.0, np.linalg.norm(e)):
-                raise LevelFailure(0, "hard equality constraints are inconsistent")
-        else:
-            x = np.zeros(n)
-            Z = np.eye(n)
+        x, Z = self._hard(E, e, n)
         # Row equilibration of the inequalities replaces proxsuite's (costly) preconditioner.
         scale = 1.0 / np.maximum(np.linalg.norm(C, axis=1), 1e-12)
         C = C * scale[:, None]
@@ -273,7 +349,7 @@ class HierarchicalQP:
         approximate = 0
         solved: list[np.ndarray] = []
         stacked: list[tuple[np.ndarray, np.ndarray]] = []
-        Cx = C @ x
+        Cx = C.dot(x)
         for k in range(n_levels):
             objectives = levels[k]
             if not objectives:
@@ -283,65 +359,98 @@ class HierarchicalQP:
                 continue
             if len(objectives) == 1:
                 A, b = objectives[0].A, objectives[0].b
-                w = np.full(b.shape[0], objectives[0].weight)
+                sw = np.full(b.shape[0], objectives[0].weight ** 0.5)
             else:
                 A = np.vstack([o.A for o in objectives])
                 b = np.concatenate([o.b for o in objectives])
-                w = np.concatenate([np.full(o.b.shape[0], o.weight) for o in objectives])
+                sw = np.concatenate([np.full(o.b.shape[0], o.weight**0.5) for o in objectives])
             stacked.append((A, b))
+            d = Z.shape[1]
+            if d == 0:  # every direction is fixed above: nothing left to choose
+                solved.append(x)
+                x_levels.append(x)
+                continue
             last = k + 1 == n_levels
-            AZ = A @ Z
-            r = b - A @ x
-            # Weighted damped least squares through the m x m system (push-through identity):
-            #   z = (AZ^T W AZ + lam I)^-1 AZ^T W r = AZ^T (AZ AZ^T + lam W^-1)^-1 r,
-            # and the same factor gives the projector onto null(AZ) for the levels below.
-            G = AZ @ AZ.T
-            trace = np.trace(G) / G.shape[0]
+            AZ = A.dot(Z)
+            AZ *= sw[:, None]
+            r = (b - A.dot(x)) * sw
+            N = None
             if last:
-                P = None
+                # Damped least squares through the d x d normal equations.
+                G = AZ.T.dot(AZ)
+                G.flat[:: d + 1] += self.regularization * (1.0 + np.trace(G) / d)
+                z = _spd_solve(G, AZ.T.dot(r))
             else:
-                # Projector with a negligible damping so that what this level achieved is
-                # kept to round-off below it (a damped projector would leak).
-                Gp = G.copy()
-                Gp.flat[:: G.shape[0] + 1] += 1e-13 * (1.0 + trace)
-                P = _eye(n) - AZ.T @ _spd_solve(Gp, AZ)
-            G.flat[:: G.shape[0] + 1] += damping * (1.0 + trace) / w
-            y = _spd_solve(G, r)
-            z = AZ.T @ y
-            x_try = x + Z @ z
-            c_try = C @ x_try
+                # One SVD gives the damped least-squares step and null(AZ), the freedom
+                # left to the levels below (what this level achieved is kept exactly).
+                u, s, vt = _svd(AZ, full=True)
+                rank = _rank(s)
+                lam = self.regularization * (1.0 + float(s.dot(s)) / AZ.shape[0])
+                sr = s[:rank]
+                z = vt[:rank].T.dot(u[:, :rank].T.dot(r) * (sr / (sr * sr + lam)))
+                N = vt[rank:].T
+            x_try = x + Z.dot(z)
+            c_try = C.dot(x_try)
             lo = lower if k == 0 else np.minimum(lower, Cx - self.feasibility_margin)
             hi = upper if k == 0 else np.maximum(upper, Cx + self.feasibility_margin)
             # (a NaN fails both comparisons, so a non-finite x_try takes the QP path)
             if (c_try >= lo - 1e-9).all() and (c_try <= hi + 1e-9).all():
                 x, Cx = x_try, c_try
             else:
-                z, used_approx, its = self._solve_qp(k, AZ, w, r, P, Z, C, Cx, lo, hi, x, previous, last)
+                z, used_approx, its = self._solve_qp(k, AZ, r, N, Z, C, Cx, lo, hi, x, previous)
                 iterations += its
                 approximate += used_approx
-                x = x + Z @ z
-                Cx = C @ x
+                x = x + Z.dot(z)
+                Cx = C.dot(x)
             solved.append(x)
             x_levels.append(x)
-            if P is not None:
-                Z = Z @ P
-        if E.shape[0]:
-            # Round-off through the levels' products: project back onto E x = e exactly.
-            x = x + E.T @ _spd_solve(G0, e - E @ x, c0)
+            if N is not None:
+                Z = Z.dot(N)
         self._previous = solved
         residuals = []
         task_res = {}
         for (A, b), objectives in zip(stacked, levels[:n_levels]):
-            res = A @ x - b
+            res = A.dot(x) - b
             total = 0.0
             start = 0
             for o in objectives:
                 seg = res[start : start + o.b.shape[0]]
                 start += o.b.shape[0]
-                rr2 = float(seg @ seg)
+                rr2 = float(seg.dot(seg))
                 task_res[o.name] = rr2**0.5
                 total += o.weight * rr2
             residuals.append(total**0.5)
-        return HqpSolution(
-            x, tuple(x_levels), tuple(residuals), task_res, iterations, approximate, time.perf_counter() - t0
-        )
+        elapsed = time.perf_counter() - t0
+        if self.record:
+            self._keep(elapsed, E, e, C0, lower0, upper0, levels)
+        return HqpSolution(x, tuple(x_levels), tuple(residuals), task_res, iterations, approximate, elapsed)
+
+
+def load_recorded(path: str | Path) -> list[tuple[float, tuple]]:
+    """Problems saved by :meth:`HierarchicalQP.save_recorded`."""
+    with open(path, "rb") as f:
+        data = pickle.load(f)
+    if not isinstance(data, dict) or data.get("format") != "whole_body_control.hqp/1":
+        raise WbcError(f"{path}: not a recorded-problems file of whole_body_control.hqp")
+    return data["problems"]
+
+
+def solve_recorded(solver: HierarchicalQP, problem: tuple) -> HqpSolution:
+    """Solve one recorded problem (see :meth:`HierarchicalQP.recorded`) with ``solver``."""
+    E, e, C, lower, upper, levels = problem
+    return solver.solve(E, e, C, lower, upper, [[Objective(*o) for o in objectives] for objectives in levels])
+
+
+def _svd(M: np.ndarray, full: bool = True):
+    """``u, s, vt`` of ``M`` (LAPACK gesdd; numpy's wrapper costs more than the work here)."""
+    u, s, vt, info = lapack.dgesdd(M, compute_uv=1, full_matrices=1 if full else 0)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"SVD did not converge (info {info})")
+    return u, s, vt
+
+
+def _rank(s: np.ndarray) -> int:
+    """Numerical rank from singular values (descending)."""
+    if not s.size or s[0] <= 1e-300:
+        return 0
+    return int(np.count_nonzero(s > 1e-9 * s[0]))
