@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+from whole_body_control.arguments import number
+
 # One BLAS / OpenMP thread, set before NumPy, SciPy and Pinocchio load their thread
 # pools: the controller's matrices are small (threads only add overhead and spin on
 # shared cores: a G1 walk runs 15 % faster), and multithreaded reductions are not
@@ -160,25 +162,36 @@ def build_parser() -> argparse.ArgumentParser:
     def closed_loop(p):
         _add_robot(p)
         p.add_argument(
-            "--push-dv", nargs=2, type=float, metavar=("VX", "VY"), help="push sized as a velocity change [m/s]"
+            "--push-dv",
+            nargs=2,
+            type=number(unit="[m/s]"),
+            metavar=("VX", "VY"),
+            help="push sized as a velocity change [m/s]",
         )
-        p.add_argument("--push-at", type=float, default=1.0, help="push time [s]")
-        p.add_argument("--timestep", type=float, default=0.001, help="simulation and control period [s]")
+        p.add_argument("--push-at", type=number(ge=0.0, unit="[s]"), default=1.0, help="push time [s]")
+        p.add_argument(
+            "--timestep",
+            type=number(gt=0.0, le=0.01, unit="[s]"),
+            default=0.001,
+            help="simulation and control period [s]",
+        )
         p.add_argument("--out", help="directory for the run report")
         p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 
     p = sub.add_parser("stand", help="stand in MuJoCo under the whole-body controller")
     closed_loop(p)
-    p.add_argument("--duration", type=float, default=10.0, help="simulated time [s]")
+    p.add_argument("--duration", type=number(gt=0.0, unit="[s]"), default=10.0, help="simulated time [s]")
     p.set_defaults(func=cmd_stand)
 
     p = sub.add_parser("walk", help="walk in MuJoCo: ZMP pattern generator + whole-body controller")
     closed_loop(p)
-    p.add_argument("--speed", type=float, default=0.2, help="forward speed [m/s]")
-    p.add_argument("--vy", type=float, default=0.0, help="lateral speed [m/s]")
-    p.add_argument("--yaw-rate", type=float, default=0.0, help="turning rate [rad/s]")
-    p.add_argument("--steps", type=int, default=10, help="number of steps")
-    p.add_argument("--friction", type=float, default=None, help="floor friction in the simulation [-]")
+    p.add_argument("--speed", type=number(unit="[m/s]"), default=0.2, help="forward speed [m/s]")
+    p.add_argument("--vy", type=number(unit="[m/s]"), default=0.0, help="lateral speed [m/s]")
+    p.add_argument("--yaw-rate", type=number(unit="[rad/s]"), default=0.0, help="turning rate [rad/s]")
+    p.add_argument("--steps", type=number(int, ge=1), default=10, help="number of steps")
+    p.add_argument(
+        "--friction", type=number(gt=0.0, unit="[-]"), default=None, help="floor friction in the simulation [-]"
+    )
     p.set_defaults(func=cmd_walk)
 
     p = sub.add_parser("scenarios", help="robustness suite in MuJoCo: a table of scenarios, pass/fail, key figure")
@@ -188,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video", action="store_true", help="with --out: also render a video per scenario (slow)")
     p.add_argument(
         "--jobs",
-        type=int,
+        type=number(int, ge=1),
         default=max(1, os.cpu_count() or 1),
         help="scenarios run in parallel processes (default: one per core)",
     )
@@ -201,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--control-period",
-        type=float,
+        type=number(gt=0.0, unit="[s]"),
         default=0.001,
         help="--through ros: control period of the graph [s] (0.002 halves the wall time)",
     )
@@ -212,9 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     bsub = p.add_subparsers(dest="bench", required=True)
     b = bsub.add_parser("tick", help="controller tick time: state update, QP build and solve for every level")
     _add_robot(b)
-    b.add_argument("--levels", type=int, default=3, help="number of strict priority levels (1, 2 or 3)")
-    b.add_argument("--ticks", type=int, default=3000)
-    b.add_argument("--warmup", type=int, default=300)
+    b.add_argument(
+        "--levels", type=number(int, ge=1, le=3), default=3, help="number of strict priority levels (1, 2 or 3)"
+    )
+    b.add_argument("--ticks", type=number(int, ge=1), default=3000)
+    b.add_argument("--warmup", type=number(int, ge=0), default=300)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
