@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from whole_body_control.robot import robots_dir, share_dir
 
 HUMANOID_URDF = share_dir() / "urdf" / "wbc_humanoid.urdf"
@@ -79,3 +81,48 @@ def test_a_moving_link_without_inertia_is_named(tmp_path):
     assert_bad_input(
         out, str(urdf), "link 'left_hip_yaw_link' (joint 'left_hip_yaw_joint')", "must be > 0", "a 5 cm solid sphere of"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("stand", "--duration", "-1"), ("--duration", "> 0 [s]", "-1")),
+        (("stand", "--duration", "0"), ("--duration", "> 0 [s]")),
+        (("stand", "--timestep", "0"), ("--timestep", "> 0 and <= 0.01 [s]")),
+        (("stand", "--push-dv", "nan", "0"), ("--push-dv", "finite", "nan")),
+        (("stand", "--push-at", "inf"), ("--push-at", "finite")),
+        (("walk", "--friction", "-1"), ("--friction", "> 0")),
+        (("walk", "--speed", "nan"), ("--speed", "finite")),
+        (("walk", "--steps", "0"), ("--steps", "an integer >= 1")),
+        (("bench", "tick", "--levels", "4"), ("--levels", ">= 1 and <= 3")),
+        (("scenarios", "--jobs", "0"), ("--jobs", ">= 1")),
+    ],
+)
+def test_a_number_out_of_range_names_the_flag_and_the_range(args, fragments):
+    out = run_cli(*args, timeout=60)
+    assert_bad_input(out, *fragments)
+
+
+def test_a_speed_beyond_the_walker_limit_names_the_limit():
+    out = run_cli("walk", "--robot", "g1", "--speed", "5")
+    assert_bad_input(out, "--speed 5 m/s", "max_step_length / step_duration", "0.25 m/s", "robots.g1")
+
+
+def test_a_wbc_task_on_an_unknown_frame_names_the_file_and_the_key(tmp_path):
+    wbc = tmp_path / "wbc.yaml"
+    text = (share_dir() / "config" / "wbc.yaml").read_text()
+    wbc.write_text(text.replace("frame: torso,", "frame: torsoo_link,", 1))
+    out = run_cli("stand", "--robot", "g1", "--wbc-config", wbc, "--duration", "0.1")
+    assert_bad_input(out, str(wbc), "levels.motion.tasks.torso.frame", "unknown frame 'torsoo_link'", "torso_link")
+
+
+def test_a_sole_too_small_for_the_cop_margin_names_both_keys(tmp_path):
+    robot = humanoid_yaml(tmp_path, HUMANOID_URDF)
+    text = robot.read_text().replace(
+        "sole: {x_min: -0.08, x_max: 0.14, y_min: -0.05, y_max: 0.05}",
+        "sole: {x_min: -0.0005, x_max: 0.0005, y_min: -0.0005, y_max: 0.0005}",
+        1,
+    )
+    robot.write_text(text)
+    out = run_cli("stand", "--robot", robot, "--duration", "0.1")
+    assert_bad_input(out, "contacts.cop_margin (0.01 m)", "left_foot.sole", str(robot), "must be < 0.0005 m")

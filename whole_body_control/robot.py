@@ -20,6 +20,7 @@ import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pinocchio as pin
@@ -114,6 +115,10 @@ class RobotConfig:
     damping: Damping = field(default_factory=Damping)
     fall_height: float = field(default=0.4, metadata={"gt": 0.0})  # base below this [m] is a fall
     locked_joints: tuple[str, ...] = ()  # joints removed from the model (grippers)
+    # the robot's WBC overlay (merged onto config/wbc.yaml) and walker section (merged onto the
+    # base values of config/walker.yaml): a mapping, or a YAML file holding it (relative to this file)
+    wbc: str | dict[str, Any] | None = None
+    walker: str | dict[str, Any] | None = None
 
 
 class RobotModel:
@@ -132,9 +137,18 @@ class RobotModel:
         mass: total mass [kg].
     """
 
-    def __init__(self, config: RobotConfig, source: str = "<config>"):
+    def __init__(
+        self,
+        config: RobotConfig,
+        source: str = "<config>",
+        wbc_config: str | Path | None = None,
+        walker_config: str | Path | None = None,
+    ):
         self.config = config
         self.source = source
+        # the WBC and walker files in place of config/wbc.yaml and config/walker.yaml (--wbc-config, --walker-config)
+        self.wbc_config_path = Path(wbc_config) if wbc_config is not None else None
+        self.walker_config_path = Path(walker_config) if walker_config is not None else None
         self.urdf_path = resolve_urdf(config.urdf, source)
         self.package_dirs = package_dirs_for(self.urdf_path)
         check_inertials(self.urdf_path)
@@ -230,6 +244,19 @@ class RobotModel:
     def name(self) -> str:
         return self.config.name
 
+    def section(self, key: str) -> tuple[dict | None, str]:
+        """The robot file's ``wbc`` or ``walker`` section and where it comes from (for messages):
+        ``(None, "")`` when absent; a path in the file is read relative to the file."""
+        value = getattr(self.config, key)
+        if value is None:
+            return None, ""
+        if isinstance(value, dict):
+            return value, f"{self.source}: {key}"
+        path = Path(value)
+        if not path.is_absolute():
+            path = Path(self.source).parent / path
+        return yaml_config.read_yaml(path), str(path)
+
     def sole_placement(self, side: str, q: np.ndarray) -> pin.SE3:
         pin.framesForwardKinematics(self.model, self.data, q)
         return self.data.oMf[self.foot_frame_ids[side]].copy()
@@ -246,12 +273,15 @@ class RobotModel:
 
 
 def resolve_urdf(spec: str, source: str = "<config>") -> Path:
+    """The URDF file: ``example-robot-data:<path>``, an absolute path, or a path relative to the
+    robot YAML ``source`` (to the project's share when there is no file)."""
     if spec.startswith(ERD_PREFIX):
         path = example_robot_data_dir() / spec[len(ERD_PREFIX) :]
     else:
         path = Path(spec)
         if not path.is_absolute():
-            path = share_dir() / path
+            base = Path(source).parent if Path(source).is_file() else share_dir()
+            path = base / path
     if not path.is_file():
         raise ConfigError(f"{source}: urdf: file not found: {path}")
     return path
@@ -454,20 +484,33 @@ def load_config(name_or_path: str | Path) -> tuple[RobotConfig, str]:
 
 
 @functools.cache
-def _load_cached(name_or_path: str) -> RobotModel:
+def _load_cached(name_or_path: str, wbc_config: str | None, walker_config: str | None) -> RobotModel:
     config, source = load_config(name_or_path)
-    return RobotModel(config, source)
+    return RobotModel(config, source, wbc_config, walker_config)
 
 
-def load_robot(name_or_path: str | Path, fresh: bool = True) -> RobotModel:
+def load_robot(
+    name_or_path: str | Path,
+    fresh: bool = True,
+    wbc_config: str | Path | None = None,
+    walker_config: str | Path | None = None,
+) -> RobotModel:
     """Load a robot by name (``talos``, ``g1``, ...) or YAML path.
 
+    ``wbc_config`` / ``walker_config``: files in place of ``config/wbc.yaml`` and
+    ``config/walker.yaml`` for this robot (see :func:`whole_body_control.config.wbc_config_for`
+    and :func:`whole_body_control.walking.walker_config_for`).
     With ``fresh=False`` a cached instance is shared (read-only use only).
     """
+    for flag, path in (("--wbc-config", wbc_config), ("--walker-config", walker_config)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{flag}: file not found: {path}")
     if not fresh:
-        return _load_cached(str(name_or_path))
+        return _load_cached(
+            str(name_or_path), None if wbc_config is None else str(wbc_config), walker_config and str(walker_config)
+        )
     config, source = load_config(name_or_path)
-    return RobotModel(config, source)
+    return RobotModel(config, source, wbc_config, walker_config)
 
 
 def with_overrides(config: RobotConfig, **changes) -> RobotConfig:
