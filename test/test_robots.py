@@ -261,6 +261,7 @@ def test_humanoid_urdf_is_generated_by_its_script():
 
 def _robot_yaml(tmp_path, old: str, new: str):
     text = (robots_dir() / "wbc_humanoid.yaml").read_text()
+    text = text.replace("urdf: ../../urdf/", f"urdf: {robots_dir().parent.parent / 'urdf'}/")  # the copy moves
     assert old in text
     path = tmp_path / "broken.yaml"
     path.write_text(text.replace(old, new, 1))

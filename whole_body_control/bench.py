@@ -11,7 +11,7 @@ import platform
 
 import numpy as np
 
-from whole_body_control.config import LevelConfig, WbcConfig, load_wbc_config
+from whole_body_control.config import LevelConfig, WbcConfig, wbc_config_for
 
 
 def hierarchy(config: WbcConfig, levels: int) -> WbcConfig:
@@ -51,13 +51,13 @@ def versions() -> dict:
     }
 
 
-def bench_tick(robot_name: str, levels: int = 3, ticks: int = 3000, warmup: int = 300) -> dict:
+def bench_tick(robot_name: str, levels: int = 3, ticks: int = 3000, warmup: int = 300, wbc_config=None) -> dict:
     from whole_body_control.controller import WholeBodyController
     from whole_body_control.robot import load_robot
     from whole_body_control.sim import Simulation
 
-    robot = load_robot(robot_name)
-    config = hierarchy(load_wbc_config(robot=robot.name), levels)
+    robot = load_robot(robot_name, wbc_config=wbc_config)
+    config = hierarchy(wbc_config_for(robot), levels)
     ctrl = WholeBodyController(robot, config)
     sim = Simulation(robot)
     sim.reset(robot.q_ref)

@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+from whole_body_control.arguments import number
+
 # One BLAS / OpenMP thread, set before NumPy, SciPy and Pinocchio load their thread
 # pools: the controller's matrices are small (threads only add overhead and spin on
 # shared cores: a G1 walk runs 15 % faster), and multithreaded reductions are not
@@ -21,8 +23,29 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
-def _add_robot(p: argparse.ArgumentParser, default: str = "talos") -> None:
-    p.add_argument("--robot", default=default, help="robot name (config/robots/<name>.yaml) or a YAML path")
+def _add_robot(p: argparse.ArgumentParser, default: str = "talos", walker: bool = True) -> None:
+    p.add_argument(
+        "--robot",
+        default=default,
+        help="robot name (config/robots/<name>.yaml, see 'wbc robots') or the path of a robot YAML",
+    )
+    p.add_argument(
+        "--wbc-config",
+        metavar="FILE",
+        help="WBC file in place of config/wbc.yaml (the robot YAML's 'wbc' section still goes on top)",
+    )
+    if walker:
+        p.add_argument(
+            "--walker-config",
+            metavar="FILE",
+            help="walker file in place of config/walker.yaml (the robot YAML's 'walker' section still goes on top)",
+        )
+
+
+def _load_robot(args):
+    from whole_body_control.robot import load_robot
+
+    return load_robot(args.robot, wbc_config=args.wbc_config, walker_config=getattr(args, "walker_config", None))
 
 
 def _print_result(summary: dict, as_json: bool) -> None:
@@ -37,7 +60,7 @@ def _print_result(summary: dict, as_json: bool) -> None:
 def cmd_robots(args) -> int:
     from whole_body_control.robot import available_robots, load_robot
 
-    rows = [load_robot(name).summary() for name in available_robots()]
+    rows = [load_robot(name).summary() for name in (args.robot or available_robots())]
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -64,11 +87,12 @@ def _closed_loop_options(args) -> dict:
 
 
 def cmd_stand(args) -> int:
+    from whole_body_control.config import wbc_config_for
     from whole_body_control.progress import Progress
-    from whole_body_control.robot import load_robot
     from whole_body_control.runner import run_stand
 
-    robot = load_robot(args.robot)
+    robot = _load_robot(args)
+    wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
     progress = Progress(args.duration, "stand ")
     summary = run_stand(
         robot,
@@ -82,14 +106,16 @@ def cmd_stand(args) -> int:
 
 
 def cmd_walk(args) -> int:
+    from whole_body_control.config import wbc_config_for
     from whole_body_control.progress import Progress
-    from whole_body_control.robot import load_robot
-    from whole_body_control.walking import run_walk
-    from zmp_walker import load_walker_config
+    from whole_body_control.walking import run_walk, walker_config_for
 
-    robot = load_robot(args.robot)
+    robot = _load_robot(args)
+    wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
+    walker_config, source = walker_config_for(robot)
+    _check_walk_command(args, robot, walker_config, source)
     # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
-    progress = Progress((args.steps + 2) * load_walker_config(robot=robot.name).step_duration + 1.0, "walk ")
+    progress = Progress((args.steps + 2) * walker_config.step_duration + 1.0, "walk ")
     summary = run_walk(
         robot,
         speed=args.speed,
@@ -105,10 +131,32 @@ def cmd_walk(args) -> int:
     return 0
 
 
+def _check_walk_command(args, robot, walker_config, source: str) -> None:
+    """A velocity command beyond what the walker's step limits allow is an error naming the
+    limit (the planner would clamp each step to it, and the run would not go at that speed)."""
+    from whole_body_control.errors import ConfigError
+
+    left, right = (robot.sole_placement(side, robot.q_ref).translation for side in ("left", "right"))
+    limits = walker_config.velocity_limits(float(abs(left[1] - right[1])))
+    for flag, value, key, unit in (
+        ("--speed", args.speed, "vx", "m/s"),
+        ("--vy", args.vy, "vy", "m/s"),
+        ("--yaw-rate", args.yaw_rate, "yaw_rate", "rad/s"),
+    ):
+        limit, formula = limits[key]
+        if abs(value) > limit + 1e-9:
+            raise ConfigError(
+                f"{flag} {value:g} {unit} is beyond the walker's limit for robot '{robot.name}': "
+                f"|{flag}| <= {formula} = {limit:.3g} {unit} ({source}); the planner would clamp every step to it"
+            )
+
+
 def cmd_bench(args) -> int:
     from whole_body_control.bench import bench_tick
 
-    summary = bench_tick(args.robot, levels=args.levels, ticks=args.ticks, warmup=args.warmup)
+    summary = bench_tick(
+        args.robot, levels=args.levels, ticks=args.ticks, warmup=args.warmup, wbc_config=args.wbc_config
+    )
     _print_result(summary, args.json)
     return 0
 
@@ -116,7 +164,7 @@ def cmd_bench(args) -> int:
 def cmd_demo(args) -> int:
     from whole_body_control.demo import run_demo
 
-    summary = run_demo(Path(args.out), robot=args.robot)
+    summary = run_demo(Path(args.out), robot=_load_robot(args))
     _print_result(summary, args.json)
     return 0 if not summary.get("fell") else 1
 
@@ -133,6 +181,12 @@ def cmd_scenarios(args) -> int:
         from whole_body_control.scenarios import RosOptions
 
         options = RosOptions(control_period=args.control_period)
+    robot = _load_robot(args)  # a bad robot, WBC or walker file stops here, before the suite starts
+    from whole_body_control.config import wbc_config_for
+    from whole_body_control.walking import walker_config_for
+
+    wbc_config_for(robot)
+    walker_config_for(robot)
     summary = run_suite(
         args.robot,
         args.only,
@@ -142,6 +196,7 @@ def cmd_scenarios(args) -> int:
         on_result=progress,
         through=args.through,
         ros_options=options,
+        configs={"wbc_config": args.wbc_config, "walker_config": args.walker_config},
     )
     print(format_table(summary))
     if args.json:
@@ -154,31 +209,43 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("robots", help="list the robots and their sizes")
+    p.add_argument("robot", nargs="*", help="robot names or robot YAML paths (default: the shipped robots)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_robots)
 
     def closed_loop(p):
         _add_robot(p)
         p.add_argument(
-            "--push-dv", nargs=2, type=float, metavar=("VX", "VY"), help="push sized as a velocity change [m/s]"
+            "--push-dv",
+            nargs=2,
+            type=number(unit="[m/s]"),
+            metavar=("VX", "VY"),
+            help="push sized as a velocity change [m/s]",
         )
-        p.add_argument("--push-at", type=float, default=1.0, help="push time [s]")
-        p.add_argument("--timestep", type=float, default=0.001, help="simulation and control period [s]")
+        p.add_argument("--push-at", type=number(ge=0.0, unit="[s]"), default=1.0, help="push time [s]")
+        p.add_argument(
+            "--timestep",
+            type=number(gt=0.0, le=0.01, unit="[s]"),
+            default=0.001,
+            help="simulation and control period [s]",
+        )
         p.add_argument("--out", help="directory for the run report")
         p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 
     p = sub.add_parser("stand", help="stand in MuJoCo under the whole-body controller")
     closed_loop(p)
-    p.add_argument("--duration", type=float, default=10.0, help="simulated time [s]")
+    p.add_argument("--duration", type=number(gt=0.0, unit="[s]"), default=10.0, help="simulated time [s]")
     p.set_defaults(func=cmd_stand)
 
     p = sub.add_parser("walk", help="walk in MuJoCo: ZMP pattern generator + whole-body controller")
     closed_loop(p)
-    p.add_argument("--speed", type=float, default=0.2, help="forward speed [m/s]")
-    p.add_argument("--vy", type=float, default=0.0, help="lateral speed [m/s]")
-    p.add_argument("--yaw-rate", type=float, default=0.0, help="turning rate [rad/s]")
-    p.add_argument("--steps", type=int, default=10, help="number of steps")
-    p.add_argument("--friction", type=float, default=None, help="floor friction in the simulation [-]")
+    p.add_argument("--speed", type=number(unit="[m/s]"), default=0.2, help="forward speed [m/s]")
+    p.add_argument("--vy", type=number(unit="[m/s]"), default=0.0, help="lateral speed [m/s]")
+    p.add_argument("--yaw-rate", type=number(unit="[rad/s]"), default=0.0, help="turning rate [rad/s]")
+    p.add_argument("--steps", type=number(int, ge=1), default=10, help="number of steps")
+    p.add_argument(
+        "--friction", type=number(gt=0.0, unit="[-]"), default=None, help="floor friction in the simulation [-]"
+    )
     p.set_defaults(func=cmd_walk)
 
     p = sub.add_parser("scenarios", help="robustness suite in MuJoCo: a table of scenarios, pass/fail, key figure")
@@ -188,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--video", action="store_true", help="with --out: also render a video per scenario (slow)")
     p.add_argument(
         "--jobs",
-        type=int,
+        type=number(int, ge=1),
         default=max(1, os.cpu_count() or 1),
         help="scenarios run in parallel processes (default: one per core)",
     )
@@ -201,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--control-period",
-        type=float,
+        type=number(gt=0.0, unit="[s]"),
         default=0.001,
         help="--through ros: control period of the graph [s] (0.002 halves the wall time)",
     )
@@ -211,10 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="benchmarks (not tests)")
     bsub = p.add_subparsers(dest="bench", required=True)
     b = bsub.add_parser("tick", help="controller tick time: state update, QP build and solve for every level")
-    _add_robot(b)
-    b.add_argument("--levels", type=int, default=3, help="number of strict priority levels (1, 2 or 3)")
-    b.add_argument("--ticks", type=int, default=3000)
-    b.add_argument("--warmup", type=int, default=300)
+    _add_robot(b, walker=False)
+    b.add_argument(
+        "--levels", type=number(int, ge=1, le=3), default=3, help="number of strict priority levels (1, 2 or 3)"
+    )
+    b.add_argument("--ticks", type=number(int, ge=1), default=3000)
+    b.add_argument("--warmup", type=number(int, ge=0), default=300)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from whole_body_control import yaml_config
 from whole_body_control.errors import ConfigError
+
+if TYPE_CHECKING:
+    from whole_body_control.robot import RobotModel
 
 TaskType = Literal["com", "frame", "posture", "angular_momentum", "force_regularization"]
 
@@ -200,3 +203,52 @@ def merge(base: dict, overlay: dict) -> dict:
         else:
             out[key] = value
     return out
+
+
+def wbc_config_for(robot: RobotModel) -> WbcConfig:
+    """The hierarchy for ``robot``, checked against it.
+
+    The base file is ``robot.wbc_config_path`` (``--wbc-config``) or ``config/wbc.yaml``;
+    onto it goes the robot file's ``wbc`` section when it has one, else the base
+    file's ``robots.<name>`` section (mappings merge, other values replace).
+
+    Raises:
+        ConfigError: a bad key or value (naming the file and the key), a frame task on a
+            frame the robot does not have, a CoP margin that leaves no room on a sole.
+    """
+    path = robot.wbc_config_path or default_path()
+    data = yaml_config.read_yaml(path)
+    overlays = data.pop("robots", None) or {}
+    if not isinstance(overlays, dict):
+        raise ConfigError(f"{path}: 'robots' must be a mapping of robot name to overrides")
+    overlay, where = robot.section("wbc")
+    if overlay is None and robot.name in overlays:
+        overlay, where = overlays[robot.name], f"{path}: robots.{robot.name}"
+    source = f"{path} (with {where})" if overlay is not None else str(path)
+    config = yaml_config.from_dict(WbcConfig, merge(data, overlay or {}), source)
+    check_for_robot(config, robot, source)
+    return config
+
+
+def check_for_robot(config: WbcConfig, robot: RobotModel, source: str) -> None:
+    """What a hierarchy asks of a robot, checked where both are known (see :func:`wbc_config_for`)."""
+    frames = [f.name for f in robot.model.frames]
+    for level_name, level in config.levels.items():
+        for task_name, task in level.tasks.items():
+            if task.type == "frame" and task.frame not in FRAME_ALIASES and not robot.model.existFrame(task.frame):
+                hint = yaml_config.closest_key(task.frame, [*FRAME_ALIASES, *frames])
+                raise ConfigError(
+                    f"{source}: levels.{level_name}.tasks.{task_name}.frame: unknown frame '{task.frame}'; "
+                    f"use one of {', '.join(FRAME_ALIASES)} or a frame of {robot.urdf_path.name}"
+                    + (hint if hint.startswith(" (did you mean") else "")
+                )
+    margin = config.contacts.cop_margin
+    for side, foot in robot.feet.items():
+        s = foot.sole
+        room = 0.5 * min(s.x_max - s.x_min, s.y_max - s.y_min)
+        if margin >= room:
+            raise ConfigError(
+                f"{source}: contacts.cop_margin ({margin:g} m) leaves no room for the CoP on the {side} sole: "
+                f"{side}_foot.sole in {robot.source} is {s.x_max - s.x_min:.4g} m x {s.y_max - s.y_min:.4g} m, "
+                f"so cop_margin must be < {room:.4g} m (half its shorter side), or the sole larger"
+            )

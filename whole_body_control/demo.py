@@ -11,14 +11,15 @@ import html
 import json
 from pathlib import Path
 
-from whole_body_control.robot import load_robot
+from whole_body_control.robot import RobotModel, load_robot
 from whole_body_control.runner import run_stand
 
 
-def run_demo(out: Path, robot: str = "talos") -> dict:
+def run_demo(out: Path, robot: str | RobotModel = "talos") -> dict:
+    """``robot``: a name, a YAML path or a loaded model (with its ``--wbc-config`` / ``--walker-config``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model = load_robot(robot)
+    model = robot if isinstance(robot, RobotModel) else load_robot(robot)
     parts = {
         "stand": run_stand(model, 3.0, out_dir=out / "stand"),
         "push": run_stand(model, 4.0, push_dv=(0.0, 0.25), push_at=1.5, out_dir=out / "push"),

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import site
 import sys
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pinocchio as pin
@@ -112,6 +115,10 @@ class RobotConfig:
     damping: Damping = field(default_factory=Damping)
     fall_height: float = field(default=0.4, metadata={"gt": 0.0})  # base below this [m] is a fall
     locked_joints: tuple[str, ...] = ()  # joints removed from the model (grippers)
+    # the robot's WBC overlay (merged onto config/wbc.yaml) and walker section (merged onto the
+    # base values of config/walker.yaml): a mapping, or a YAML file holding it (relative to this file)
+    wbc: str | dict[str, Any] | None = None
+    walker: str | dict[str, Any] | None = None
 
 
 class RobotModel:
@@ -130,11 +137,21 @@ class RobotModel:
         mass: total mass [kg].
     """
 
-    def __init__(self, config: RobotConfig, source: str = "<config>"):
+    def __init__(
+        self,
+        config: RobotConfig,
+        source: str = "<config>",
+        wbc_config: str | Path | None = None,
+        walker_config: str | Path | None = None,
+    ):
         self.config = config
         self.source = source
+        # the WBC and walker files in place of config/wbc.yaml and config/walker.yaml (--wbc-config, --walker-config)
+        self.wbc_config_path = Path(wbc_config) if wbc_config is not None else None
+        self.walker_config_path = Path(walker_config) if walker_config is not None else None
         self.urdf_path = resolve_urdf(config.urdf, source)
         self.package_dirs = package_dirs_for(self.urdf_path)
+        check_inertials(self.urdf_path)
         try:
             model = pin.buildModelFromUrdf(str(self.urdf_path), pin.JointModelFreeFlyer())
         except Exception as exc:  # Pinocchio raises plain RuntimeError/ValueError
@@ -227,6 +244,19 @@ class RobotModel:
     def name(self) -> str:
         return self.config.name
 
+    def section(self, key: str) -> tuple[dict | None, str]:
+        """The robot file's ``wbc`` or ``walker`` section and where it comes from (for messages):
+        ``(None, "")`` when absent; a path in the file is read relative to the file."""
+        value = getattr(self.config, key)
+        if value is None:
+            return None, ""
+        if isinstance(value, dict):
+            return value, f"{self.source}: {key}"
+        path = Path(value)
+        if not path.is_absolute():
+            path = Path(self.source).parent / path
+        return yaml_config.read_yaml(path), str(path)
+
     def sole_placement(self, side: str, q: np.ndarray) -> pin.SE3:
         pin.framesForwardKinematics(self.model, self.data, q)
         return self.data.oMf[self.foot_frame_ids[side]].copy()
@@ -243,15 +273,173 @@ class RobotModel:
 
 
 def resolve_urdf(spec: str, source: str = "<config>") -> Path:
+    """The URDF file: ``example-robot-data:<path>``, an absolute path, or a path relative to the
+    robot YAML ``source`` (to the project's share when there is no file)."""
     if spec.startswith(ERD_PREFIX):
         path = example_robot_data_dir() / spec[len(ERD_PREFIX) :]
     else:
         path = Path(spec)
         if not path.is_absolute():
-            path = share_dir() / path
+            base = Path(source).parent if Path(source).is_file() else share_dir()
+            path = base / path
     if not path.is_file():
         raise ConfigError(f"{source}: urdf: file not found: {path}")
     return path
+
+
+def _origin(el) -> pin.SE3:
+    """``<origin xyz rpy>`` of a URDF element (identity when absent)."""
+    origin = el.find("origin") if el is not None else None
+    if origin is None:
+        return pin.SE3.Identity()
+    xyz = np.array([float(x) for x in origin.get("xyz", "0 0 0").split()])
+    rpy = np.array([float(x) for x in origin.get("rpy", "0 0 0").split()])
+    return pin.SE3(pin.rpy.rpyToMatrix(*rpy), xyz)
+
+
+def _moments(inertia: np.ndarray) -> np.ndarray:
+    """Principal moments [kg m^2] of a 3x3 inertia, ascending."""
+    return np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+
+
+def _balanced(moments: np.ndarray) -> bool:
+    tol = 1e-9 * max(float(moments[-1]), 0.0) + 1e-12
+    return bool(moments[0] >= -tol and moments[0] + moments[1] >= moments[2] - tol)
+
+
+def _fix_sphere(mass: float) -> str:
+    return f"ixx = iyy = izz = {0.4 * mass * 0.05**2:.3g} (a 5 cm solid sphere of {mass:g} kg)"
+
+
+def _link_inertia(link) -> tuple[float, np.ndarray, np.ndarray]:
+    """A URDF link's mass [kg], CoM [m] and inertia at the CoM [kg m^2], in the link frame
+    (zero for a link without ``<inertial>``).
+
+    Raises:
+        ValueError: what is wrong and the proposed fix.
+    """
+    inertial = link.find("inertial")
+    if inertial is None:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    mass_el, el = inertial.find("mass"), inertial.find("inertia")
+    try:
+        mass = float(mass_el.get("value")) if mass_el is not None else 0.0
+        keys = ("ixx", "iyy", "izz", "ixy", "ixz", "iyz")
+        ixx, iyy, izz, ixy, ixz, iyz = (float(el.get(k, 0.0)) if el is not None else 0.0 for k in keys)
+        origin = _origin(inertial)
+    except (TypeError, ValueError):
+        raise ValueError("mass, inertia or origin is not a number") from None
+    inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    if not (math.isfinite(mass) and np.all(np.isfinite(inertia))):
+        raise ValueError(f"mass {mass} kg or inertia not finite; fix: finite values")
+    moments = _moments(inertia)
+    if mass < 0.0:
+        raise ValueError(f"mass {mass:g} kg must be >= 0; fix: mass {-mass:g} if the sign is a typo")
+    if mass == 0.0 and inertia.any():
+        raise ValueError(
+            f"mass 0 kg with principal moments {_fmt(moments)} kg m^2; fix: give the link its mass, "
+            "or zero its inertia if it has none"
+        )
+    if not _balanced(moments):
+        fix = (
+            _fix_sphere(mass)
+            if moments[0] < 0.0
+            else f"ixx = iyy = izz = {float(moments.sum()) / 3.0:.3g} (their mean, as MuJoCo's balanceinertia)"
+        )
+        raise ValueError(
+            f"principal moments {_fmt(moments)} kg m^2 must be >= 0 with A + B >= C; "
+            f"fix: the link's real inertia, or {fix}"
+        )
+    return mass, origin.translation, origin.rotation @ inertia @ origin.rotation.T
+
+
+def check_inertials(urdf_path: Path) -> None:
+    """Every link's mass [kg] and inertia [kg m^2] in the URDF, all at once.
+
+    Each link: mass >= 0, principal moments >= 0 satisfying the triangle
+    inequality ``A + B >= C`` (a physical body), and no inertia without mass.
+    Each moving body (a link on a non-fixed joint, the root included, with the
+    links fixed to it merged in, as MuJoCo merges them): mass > 0 and principal
+    moments > 0 (MuJoCo cannot simulate a moving body without them; Pinocchio
+    would divide by them).
+
+    Raises:
+        ModelError: naming the URDF, every bad link with its values, the allowed
+            range and a proposed fix.
+    """
+    try:
+        root = ET.parse(urdf_path).getroot()
+    except (ET.ParseError, OSError) as exc:
+        raise ModelError(f"{urdf_path}: cannot read the URDF: {exc}") from exc
+    problems: list[str] = []
+    inertias: dict[str, tuple[float, np.ndarray, np.ndarray]] = {}  # mass, CoM, inertia at the CoM (link frame)
+    reported: set[str] = set()
+    for link in root.iter("link"):
+        name = link.get("name", "?")
+        try:
+            inertias[name] = _link_inertia(link)
+        except ValueError as exc:
+            problems.append(f"  link '{name}': {exc}")
+            reported.add(name)
+    # merge the links fixed to a moving body into it (as MuJoCo does), then check the moving bodies
+    fixed_to: dict[str, tuple[str, pin.SE3]] = {}  # child -> (parent, placement of the child in the parent)
+    moving: dict[str, str] = {}  # child link of a moving joint -> the joint
+    for joint in root.iter("joint"):
+        parent, child = joint.find("parent"), joint.find("child")
+        if parent is None or child is None:
+            continue
+        if joint.get("type") == "fixed":
+            try:
+                fixed_to[child.get("link")] = (parent.get("link"), _origin(joint))
+            except ValueError:
+                problems.append(f"  joint '{joint.get('name')}': origin is not a number")
+        else:
+            moving[child.get("link")] = joint.get("name", "?")
+    bodies: dict[str, list] = {}
+    for link in root.iter("link"):
+        placement, body, name = pin.SE3.Identity(), link.get("name", "?"), link.get("name", "?")
+        seen = set()
+        while body in fixed_to and body not in seen:  # climb the fixed joints to the moving body
+            seen.add(body)
+            parent, oMc = fixed_to[body]
+            placement, body = oMc * placement, parent
+        members = bodies.setdefault(body, [])
+        if name in reported:
+            reported.add(body)  # its body is incomplete: not checked again
+        elif name in inertias:
+            mass, com, inertia = inertias[name]
+            R = placement.rotation
+            members.append((mass, R @ com + placement.translation, R @ inertia @ R.T))
+    for name, members in bodies.items():
+        if name in reported:
+            continue
+        what = f"joint '{moving[name]}'" if name in moving else "the root, on the free flyer"
+        mass = sum(m for m, _, _ in members)
+        if mass <= 0.0:
+            problems.append(
+                f"  link '{name}' ({what}) moves but has no mass, the links fixed to it included: it needs "
+                "mass > 0 [kg]; fix: give it (or a link fixed to it) its mass and inertia"
+            )
+            continue
+        com = sum(m * c for m, c, _ in members) / mass
+        inertia = sum(
+            I + m * (float((c - com) @ (c - com)) * np.eye(3) - np.outer(c - com, c - com)) for m, c, I in members
+        )
+        moments = _moments(inertia)
+        if moments[0] <= 1e-12:
+            problems.append(
+                f"  link '{name}' ({what}) moves with principal moments {_fmt(moments)} kg m^2, the links fixed "
+                f"to it included: each must be > 0; fix: the link's real inertia, or {_fix_sphere(mass)}"
+            )
+    if problems:
+        raise ModelError(
+            f"{urdf_path}: {len(problems)} link(s) with bad inertial parameters (mass >= 0 [kg], principal moments "
+            ">= 0 [kg m^2] with A + B >= C, and a moving body needs mass > 0 and moments > 0):\n" + "\n".join(problems)
+        )
+
+
+def _fmt(values) -> str:
+    return "[" + ", ".join(f"{v:.3g}" for v in values) + "]"
 
 
 def package_dirs_for(urdf_path: Path) -> list[Path]:
@@ -296,20 +484,33 @@ def load_config(name_or_path: str | Path) -> tuple[RobotConfig, str]:
 
 
 @functools.cache
-def _load_cached(name_or_path: str) -> RobotModel:
+def _load_cached(name_or_path: str, wbc_config: str | None, walker_config: str | None) -> RobotModel:
     config, source = load_config(name_or_path)
-    return RobotModel(config, source)
+    return RobotModel(config, source, wbc_config, walker_config)
 
 
-def load_robot(name_or_path: str | Path, fresh: bool = True) -> RobotModel:
+def load_robot(
+    name_or_path: str | Path,
+    fresh: bool = True,
+    wbc_config: str | Path | None = None,
+    walker_config: str | Path | None = None,
+) -> RobotModel:
     """Load a robot by name (``talos``, ``g1``, ...) or YAML path.
 
+    ``wbc_config`` / ``walker_config``: files in place of ``config/wbc.yaml`` and
+    ``config/walker.yaml`` for this robot (see :func:`whole_body_control.config.wbc_config_for`
+    and :func:`whole_body_control.walking.walker_config_for`).
     With ``fresh=False`` a cached instance is shared (read-only use only).
     """
+    for flag, path in (("--wbc-config", wbc_config), ("--walker-config", walker_config)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{flag}: file not found: {path}")
     if not fresh:
-        return _load_cached(str(name_or_path))
+        return _load_cached(
+            str(name_or_path), None if wbc_config is None else str(wbc_config), walker_config and str(walker_config)
+        )
     config, source = load_config(name_or_path)
-    return RobotModel(config, source)
+    return RobotModel(config, source, wbc_config, walker_config)
 
 
 def with_overrides(config: RobotConfig, **changes) -> RobotConfig:

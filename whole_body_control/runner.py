@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from whole_body_control import geometry
+from whole_body_control.config import wbc_config_for
 from whole_body_control.controller import WbcResult, WholeBodyController
 from whole_body_control.report import Recorder
 from whole_body_control.robot import RobotModel
@@ -144,7 +145,7 @@ def run_stand(
     the simulation (latency; external forces through ``sim.push``).
     """
     sim = Simulation(robot, sim_config or SimConfig())
-    ctrl = controller or WholeBodyController(robot)
+    ctrl = controller or WholeBodyController(robot, wbc_config_for(robot))
     if sim_hook is not None:
         sim_hook(sim)
     sim.reset(robot.q_ref)

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from whole_body_control import report
+from whole_body_control.config import wbc_config_for
 from whole_body_control.errors import ConfigError
 
 FRICTION_ASSUMED = 0.7  # [-] the controller's friction coefficient in the friction scenarios
@@ -256,7 +257,7 @@ def friction(value: float):
         from whole_body_control.controller import WholeBodyController
         from whole_body_control.sim import SimConfig
 
-        ctrl = WholeBodyController(robot, mu=FRICTION_ASSUMED)
+        ctrl = WholeBodyController(robot, wbc_config_for(robot), mu=FRICTION_ASSUMED)
         figures = _walk(robot, out_dir, sim_config=SimConfig(friction=value), controller=ctrl)
         return {**figures, "sim_friction": value, "controller_mu": FRICTION_ASSUMED}
 
@@ -345,7 +346,7 @@ def overload(robot, out_dir) -> dict:
     from whole_body_control.controller import WholeBodyController
     from whole_body_control.runner import push_body, run_stand
 
-    ctrl = WholeBodyController(robot)
+    ctrl = WholeBodyController(robot, wbc_config_for(robot))
     seen = {"finite": True, "last_status": None}
 
     def actuate(t, tau, sim):
@@ -424,9 +425,9 @@ def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_W
     import pinocchio as pin
 
     from whole_body_control.sim import SimConfig
-    from zmp_walker import load_walker_config
+    from whole_body_control.walking import walker_config_for
 
-    walker_config = load_walker_config(robot=robot.name)
+    walker_config = walker_config_for(robot)[0]
     data = robot.model.createData()
     pin.framesForwardKinematics(robot.model, data, robot.q_ref)
     x0 = max(data.oMf[robot.foot_frame_ids[s]].translation[0] for s in ("left", "right"))
@@ -499,7 +500,7 @@ def determinism(robot, out_dir) -> dict:
         for i in range(2):
             d = Path(tmp) / str(i)
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-                pool.submit(_seeded_walk, robot.name, str(d)).result()
+                pool.submit(_seeded_walk, robot_spec(robot), str(d)).result()
             data = dict(np.load(d / "timeseries.npz"))
             runs.append((data, _bag_digest(d / "bag")))
     (a, bag_a), (b, bag_b) = runs
@@ -516,13 +517,13 @@ def determinism(robot, out_dir) -> dict:
     }
 
 
-def _seeded_walk(robot_name: str, out_dir: str) -> None:
+def _seeded_walk(spec: dict, out_dir: str) -> None:
     """One run of :func:`determinism` (in its own process)."""
     from whole_body_control.robot import load_robot
     from whole_body_control.walking import run_walk
 
     with report.options(video=False):
-        robot = load_robot(robot_name)
+        robot = load_robot(**spec)
         noise = SensorNoise(seed=3).hook()
         run_walk(robot, WALK_SPEED, 0.0, 0.0, 3, None, 1.0, None, None, out_dir, observe_hook=noise)
 
@@ -550,7 +551,7 @@ def infeasible_qp(robot, out_dir) -> dict:
     from whole_body_control.controller import WholeBodyController
     from whole_body_control.runner import run_stand
 
-    ctrl = WholeBodyController(robot)
+    ctrl = WholeBodyController(robot, wbc_config_for(robot))
     nominal = ctrl._tau_bound.copy()  # no public setter for the torque limits
     seen = {"finite": True, "statuses": collections.Counter(), "reasons": set(), "base_min": math.inf}
 
@@ -760,12 +761,11 @@ def walk_plan(robot, steps: int, speed: float = WALK_SPEED, settle_time: float =
     import types
 
     from whole_body_control.state import RobotState
-    from whole_body_control.walking import make_walker
-    from zmp_walker import load_walker_config
+    from whole_body_control.walking import make_walker, walker_config_for
 
     if int(steps) != steps or steps < 2:
         raise ConfigError(f"a walk through ROS needs at least 2 steps, got {steps}")
-    config = load_walker_config(robot=robot.name)
+    config = walker_config_for(robot)[0]
     state = RobotState(robot)
     state.update(robot.q_ref, np.zeros(robot.nv))
     walker = make_walker(robot, types.SimpleNamespace(state=state), config)
@@ -1100,13 +1100,20 @@ def select(only: list[str] | None) -> list[Scenario]:
     return chosen
 
 
-def run_scenario(robot_name: str, name: str, out: str | None, video: bool) -> dict:
+def robot_spec(robot) -> dict:
+    """The arguments of :func:`load_robot` that load ``robot`` again in another process."""
+    paths = {"wbc_config": robot.wbc_config_path, "walker_config": robot.walker_config_path}
+    return {"name_or_path": robot.source, **{k: str(v) for k, v in paths.items() if v is not None}}
+
+
+def run_scenario(robot_name: str, name: str, out: str | None, video: bool, configs: dict | None = None) -> dict:
     """Run one scenario by name (in this process); the result has ``name``, ``passed``,
-    ``figure``, the scenario's figures and ``wall_s``."""
+    ``figure``, the scenario's figures and ``wall_s``.  ``configs``: ``wbc_config`` and
+    ``walker_config`` files for :func:`load_robot`."""
     from whole_body_control.robot import load_robot
 
     scenario = next(s for s in SCENARIOS if s.name == name)
-    robot = load_robot(robot_name)
+    robot = load_robot(robot_name, **(configs or {}))
     out_dir = Path(out) / name if out else None
     t0 = time.perf_counter()
     ctx = report.options(video=video) if out else contextlib.nullcontext()
@@ -1127,6 +1134,7 @@ def run_suite(
     on_result=None,
     through: str = "process",
     ros_options: RosOptions | None = None,
+    configs: dict | None = None,
 ) -> dict:
     """Run the scenarios (``jobs`` processes); ``{"robot", "passed", "failed", "scenarios", "wall_s"}``.
 
@@ -1164,7 +1172,7 @@ def run_suite(
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(run_scenario, robot_name, s.name, out, video): s.name for s in chosen}
+            futures = {pool.submit(run_scenario, robot_name, s.name, out, video, configs): s.name for s in chosen}
             for future in as_completed(futures):
                 r = future.result()
                 results[r["name"]] = r
@@ -1172,7 +1180,7 @@ def run_suite(
                     on_result(r)
     else:
         for s in chosen:
-            r = run_scenario(robot_name, s.name, out, video)
+            r = run_scenario(robot_name, s.name, out, video, configs)
             results[r["name"]] = r
             if on_result is not None:
                 on_result(r)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from whole_body_control import geometry
+from whole_body_control.config import wbc_config_for
 from whole_body_control.controller import Reference, WholeBodyController
 from whole_body_control.errors import ConfigError
 from whole_body_control.lift import LiftDetector
@@ -56,6 +57,8 @@ from zmp_walker import (
     WalkerReference,
     load_walker_config,
 )
+from zmp_walker.base.yaml_config import read_yaml
+from zmp_walker.config import default_config_path
 
 if TYPE_CHECKING:
     # MuJoCo comes in with run_walk only: the hardware ROS nodes import this module for
@@ -141,6 +144,49 @@ def walker_to_reference(
 # -- set-up -------------------------------------------------------------------------------
 
 
+def walker_config_for(robot: RobotModel) -> tuple[WalkerConfig, str]:
+    """The walker configuration for ``robot`` and where it comes from (for messages).
+
+    The base values come from ``robot.walker_config_path`` (``--walker-config``) or
+    ``config/walker.yaml``; onto them goes the robot file's ``walker`` section when it
+    has one, else that file's ``robots.<name>`` section; with ``--walker-config`` and
+    neither, the file's base values are used as they are.
+
+    Raises:
+        ConfigError: no section for the robot (the message says where to add one), a bad
+            key or value (naming the file and the key), a ZMP margin that leaves no room
+            on a sole.
+    """
+    path = robot.walker_config_path or default_config_path()
+    section, where = robot.section("walker")
+    if section is not None:
+        config = load_walker_config(path, overlay=section, overlay_source=where)
+        source = f"{path} (with {where})"
+    else:
+        robots = read_yaml(path).get("robots") or {}
+        if isinstance(robots, dict) and robot.name in robots:
+            config, source = load_walker_config(path, robot=robot.name), f"{path}: robots.{robot.name}"
+        elif robot.walker_config_path is not None:
+            config, source = load_walker_config(path), str(path)
+        else:
+            raise ConfigError(
+                f"no walker section for robot '{robot.name}': add a 'walker:' mapping to {robot.source} "
+                f"(merged onto the base values of {path}), a 'robots.{robot.name}' section to {path}, "
+                "or pass --walker-config FILE"
+            )
+    margin = config.zmp_margin
+    for side, foot in robot.feet.items():
+        s = foot.sole
+        room = 0.5 * min(s.x_max - s.x_min, s.y_max - s.y_min)
+        if margin >= room:
+            raise ConfigError(
+                f"{source}: zmp_margin ({margin:g} m) leaves no room for the ZMP on the {side} sole: "
+                f"{side}_foot.sole in {robot.source} is {s.x_max - s.x_min:.4g} m x {s.y_max - s.y_min:.4g} m, "
+                f"so zmp_margin must be < {room:.4g} m (half its shorter side), or the sole larger"
+            )
+    return config, source
+
+
 def sole_rect(robot: RobotModel, side: str) -> SoleRect:
     s = robot.feet[side].sole
     return SoleRect(s.x_min, s.x_max, s.y_min, s.y_max)
@@ -151,7 +197,7 @@ def make_walker(
 ) -> PatternGenerator:
     """Pattern generator seeded at the controller's current state (sole poses and CoM);
     ``ground_height(x, y) -> z`` [m] is the terrain for its footsteps (None: flat)."""
-    config = config if config is not None else load_walker_config(robot=robot.name)
+    config = config if config is not None else walker_config_for(robot)[0]
     feet = {}
     for side in SIDES:
         oMf = ctrl.state.placement(robot.foot_frame_ids[side])
@@ -277,7 +323,7 @@ def run_walk(
         sim_config.validate()
     sim = Simulation(robot, sim_config)
     mu = min(friction, robot.config.friction) if friction is not None else None
-    ctrl = controller or WholeBodyController(robot, mu=mu)
+    ctrl = controller or WholeBodyController(robot, wbc_config_for(robot), mu=mu)
     if sim_hook is not None:
         sim_hook(sim)
     sim.reset(robot.q_ref)

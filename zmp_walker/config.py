@@ -168,6 +168,36 @@ class WalkerConfig:
         """Double support between two steps [s]."""
         return self.double_support_ratio * self.step_duration
 
+    def velocity_limits(self, separation: float) -> dict[str, tuple[float, str]]:
+        """The largest velocity command the footstep planner follows without clamping a step
+        (:meth:`zmp_walker.footsteps.FootstepPlanner.velocity_step`), with how it is derived.
+
+        Args:
+            separation: lateral distance between the soles at the start [m] (``foot_separation``
+                wins when set; clipped to the step widths as the planner does).
+
+        Returns:
+            ``{"vx": (limit [m/s], formula), "vy": (limit [m/s], formula), "yaw_rate": (limit [rad/s], formula)}``.
+        """
+        T = self.step_duration
+        sep = self.foot_separation if self.foot_separation is not None else separation
+        sep = min(max(sep, self.min_step_width), self.max_step_width)
+        return {
+            "vx": (
+                self.max_step_length / T,
+                f"max_step_length / step_duration = {self.max_step_length:g} m / {T:g} s",
+            ),
+            "vy": (
+                (self.max_step_width - sep) / (2.0 * T),
+                f"(max_step_width - foot separation) / (2 step_duration) = "
+                f"({self.max_step_width:g} m - {sep:.3g} m) / (2 x {T:g} s)",
+            ),
+            "yaw_rate": (
+                self.max_step_yaw / (2.0 * T),
+                f"max_step_yaw / (2 step_duration) = {self.max_step_yaw:g} rad / (2 x {T:g} s)",
+            ),
+        }
+
     def replace(self, **changes) -> WalkerConfig:
         """Copy with ``changes`` applied and validated (nested: pass a dataclass)."""
         new = dataclasses.replace(self, **changes)
@@ -202,13 +232,21 @@ def _overlay(base: dict, over: dict) -> dict:
     return out
 
 
-def load_walker_config(path: str | Path | None = None, robot: str | None = None) -> WalkerConfig:
+def load_walker_config(
+    path: str | Path | None = None,
+    robot: str | None = None,
+    overlay: dict | None = None,
+    overlay_source: str = "",
+) -> WalkerConfig:
     """Load and validate the walker configuration.
 
     Args:
         path: YAML file; ``None`` is :func:`default_config_path`.
         robot: name of an overlay in the ``robots:`` section, or ``None`` for
             the base values.
+        overlay: a robot's section from elsewhere (its robot file), merged onto the
+            base values in place of the file's ``robots.<robot>`` section;
+            ``overlay_source`` says where it comes from in messages.
 
     Raises:
         ConfigError: unreadable file, unknown key, value out of bounds,
@@ -225,6 +263,10 @@ def load_walker_config(path: str | Path | None = None, robot: str | None = None)
         if not isinstance(over, dict):
             raise ConfigError(f"{path}: 'robots.{name}' must be a mapping")
         configs[name] = from_dict(WalkerConfig, _overlay(data, over), str(path), f"robots.{name}")
+    if overlay is not None:
+        if not isinstance(overlay, dict):
+            raise ConfigError(f"{overlay_source}: the walker section must be a mapping")
+        return from_dict(WalkerConfig, _overlay(data, overlay), f"{path} (with {overlay_source})")
     if robot is None:
         return base
     if robot not in configs:

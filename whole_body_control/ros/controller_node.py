@@ -53,7 +53,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, Empty, Float64MultiArray, String
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
-from whole_body_control.config import load_wbc_config
+from whole_body_control.config import wbc_config_for
 from whole_body_control.control_stage import ControlStage, Observation, StageConfig
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
@@ -133,8 +133,8 @@ class ControllerNode(Node):
                 raise WbcError(f"parameter '{key}' must be one of {SYNC}, got '{p[key]}'")
         if p["estimator"] not in ("internal", "external"):
             raise WbcError(f"parameter 'estimator' must be 'internal' or 'external', got '{p['estimator']}'")
-        self.robot = load_robot(p["robot"])
-        config = load_wbc_config(p["wbc_config"] or None, robot=self.robot.name)
+        self.robot = load_robot(p["robot"], wbc_config=p["wbc_config"] or None)
+        config = wbc_config_for(self.robot)
         self.period = p["control_period"]
         self.period_ns = cv.seconds_to_ns(self.period)
         self.stage = ControlStage(

@@ -621,13 +621,17 @@ def cmd_launch(args) -> int:
 
 def register(subparsers) -> None:
     """``wbc launch sim ...``: the simulation graph with real rclpy, one process per node."""
+    from whole_body_control.arguments import number
+
     p = subparsers.add_parser("launch", help="run a ROS 2 node graph with rclpy, one process per node")
     lsub = p.add_subparsers(dest="graph", required=True)
     s = lsub.add_parser("sim", help="mujoco_bridge + zmp_walker + whole_body_controller")
-    s.add_argument("--robot", default="talos", help="robot name (config/robots/<name>.yaml)")
+    s.add_argument(
+        "--robot", default="talos", help="robot name (config/robots/<name>.yaml) or the path of a robot YAML"
+    )
     s.add_argument("--lockstep", action="store_true", help="one control period per command (deterministic)")
-    s.add_argument("--duration", type=float, default=10.0, help="simulated time [s]")
-    s.add_argument("--cmd-vel", type=float, default=0.0, help="forward /cmd_vel from the start [m/s]")
+    s.add_argument("--duration", type=number(gt=0.0, unit="[s]"), default=10.0, help="simulated time [s]")
+    s.add_argument("--cmd-vel", type=number(unit="[m/s]"), default=0.0, help="forward /cmd_vel from the start [m/s]")
     s.add_argument("--params-file", default=None, help="parameter YAML (default config/ros/sim.yaml)")
     s.add_argument("--estimator", action="store_true", help="estimate the base in the controller (IMU, legs, foot F/T)")
     s.add_argument(
@@ -636,7 +640,7 @@ def register(subparsers) -> None:
         default=None,
         help="control period of every node [s] (default: the parameter file's, 0.001)",
     )
-    s.add_argument("--timeout", type=float, default=None, help="wall-clock limit [s]")
+    s.add_argument("--timeout", type=number(gt=0.0, unit="[s]"), default=None, help="wall-clock limit [s]")
     s.add_argument("--logs", default=None, help="directory for the nodes' logs")
     s.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     s.set_defaults(func=cmd_launch)

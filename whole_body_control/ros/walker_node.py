@@ -46,7 +46,7 @@ from std_msgs.msg import String
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
-from whole_body_control.config import load_wbc_config
+from whole_body_control.config import wbc_config_for
 from whole_body_control.errors import WbcError
 from whole_body_control.estimation import LegOdometry
 from whole_body_control.reference_trajectory import ReferenceTrajectory
@@ -55,8 +55,8 @@ from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
 from whole_body_control.ros.qos import REFERENCE_QOS, STATE_QOS
 from whole_body_control.state import RobotState
-from whole_body_control.walking import contacts_ahead, make_walker
-from zmp_walker import MeasuredState, WalkerError, load_walker_config
+from whole_body_control.walking import contacts_ahead, make_walker, walker_config_for
+from zmp_walker import MeasuredState, WalkerError
 
 PARAMS = [
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
@@ -128,13 +128,9 @@ class WalkerNode(Node):
         self.p = p
         if p["com_mode"] not in ("reference", "dcm"):
             raise WbcError(f"parameter 'com_mode' must be 'reference' or 'dcm', got '{p['com_mode']}'")
-        self.robot = load_robot(p["robot"])
-        self.config = load_walker_config(p["walker_config"] or None, robot=self.robot.name)
-        self.lead = (
-            p["contact_lead"]
-            if p["contact_lead"] >= 0
-            else load_wbc_config(robot=self.robot.name).contacts.transition_time
-        )
+        self.robot = load_robot(p["robot"], walker_config=p["walker_config"] or None)
+        self.config = walker_config_for(self.robot)[0]
+        self.lead = p["contact_lead"] if p["contact_lead"] >= 0 else wbc_config_for(self.robot).contacts.transition_time
         self.state = RobotState(self.robot)
         self.reader = cv.JointStateReader(self.robot.joint_names)  # extra joints are ignored
         self.walker = None
