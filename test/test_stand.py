@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from whole_body_control.robot import available_robots, load_robot
@@ -32,9 +33,20 @@ def run_cli(*args):
 
 
 def test_cli_stand_json_last_line(tmp_path):
-    out = run_cli("stand", "--robot", "g1", "--duration", "0.5", "--json", "--out", str(tmp_path / "r"))
+    hardest = tmp_path / "hardest.pkl"
+    out = run_cli(
+        "stand", "--robot", "g1", "--duration", "0.5", "--json", "--out", str(tmp_path / "r"),
+        "--save-hardest", str(hardest),
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
+    # the 100 slowest of the 500 problems, slowest first, each a problem the solver replays
+    from whole_body_control.hqp import HierarchicalQP, load_recorded, solve_recorded
+
+    assert summary["hardest_problems_file"] == str(hardest)
+    recorded = load_recorded(hardest)
+    assert len(recorded) == 100 and recorded[0][0] >= recorded[-1][0]
+    assert np.isfinite(solve_recorded(HierarchicalQP(), recorded[0][1]).x).all()
     for key in (
         "robot",
         "duration_s",

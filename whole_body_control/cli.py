@@ -76,6 +76,9 @@ def _sim_config(args):
     return SimConfig(timestep=args.timestep)
 
 
+HARDEST_COUNT = 100  # problems kept by --save-hardest
+
+
 def _closed_loop_options(args) -> dict:
     """The options `wbc stand` and `wbc walk` share: push, simulation, report directory."""
     return {
@@ -86,6 +89,25 @@ def _closed_loop_options(args) -> dict:
     }
 
 
+def _recording_controller(args, robot, friction: float | None = None):
+    """With ``--save-hardest``: a controller that keeps its slowest problems (else None,
+    and the runner makes its own)."""
+    if not args.save_hardest:
+        return None
+    from whole_body_control.config import wbc_config_for
+    from whole_body_control.controller import WholeBodyController
+
+    mu = min(friction, robot.config.friction) if friction is not None else None
+    ctrl = WholeBodyController(robot, wbc_config_for(robot), mu=mu)
+    ctrl.hqp.record_hardest(HARDEST_COUNT)
+    return ctrl
+
+
+def _save_hardest(args, ctrl, summary: dict) -> None:
+    if ctrl is not None:
+        summary["hardest_problems_file"] = str(ctrl.hqp.save_recorded(args.save_hardest))
+
+
 def cmd_stand(args) -> int:
     from whole_body_control.config import wbc_config_for
     from whole_body_control.progress import Progress
@@ -94,13 +116,16 @@ def cmd_stand(args) -> int:
     robot = _load_robot(args)
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
     progress = Progress(args.duration, "stand ")
+    ctrl = _recording_controller(args, robot)
     summary = run_stand(
         robot,
         args.duration,
         **_closed_loop_options(args),
+        controller=ctrl,
         on_tick=progress,
     )
     progress.close()
+    _save_hardest(args, ctrl, summary)
     _print_result(summary, args.json)
     return 0
 
@@ -116,6 +141,7 @@ def cmd_walk(args) -> int:
     _check_walk_command(args, robot, walker_config, source)
     # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
     progress = Progress((args.steps + 2) * walker_config.step_duration + 1.0, "walk ")
+    ctrl = _recording_controller(args, robot, args.friction)
     summary = run_walk(
         robot,
         speed=args.speed,
@@ -124,9 +150,11 @@ def cmd_walk(args) -> int:
         steps=args.steps,
         friction=args.friction,
         **_closed_loop_options(args),
+        controller=ctrl,
         on_tick=progress,
     )
     progress.close()
+    _save_hardest(args, ctrl, summary)
     _print_result(summary, args.json)
     return 0
 
@@ -230,6 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
             help="simulation and control period [s]",
         )
         p.add_argument("--out", help="directory for the run report")
+        p.add_argument(
+            "--save-hardest",
+            metavar="FILE",
+            help=f"save the {HARDEST_COUNT} QP problems that took longest to FILE (replay: bench/hqp_replay.py FILE)",
+        )
         p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 
     p = sub.add_parser("stand", help="stand in MuJoCo under the whole-body controller")
