@@ -236,6 +236,7 @@ class WholeBodyController:
         self._eye_na = np.eye(self.na)
         self._buffers: dict[str, np.ndarray] = {}
         self._C: dict[tuple[bool, bool], np.ndarray] = {}  # inequality matrix per contact set
+        self._force_rows: dict[tuple[bool, ...], tuple[np.ndarray, np.ndarray]] = {}
         T = self.config.solver.joint_limit_horizon
         self._limit_horizon = T
         self._limit_gain = 2.0 / (T * T)
@@ -759,15 +760,22 @@ class WholeBodyController:
         return buf
 
     def _force_objective(self, task: Task, contacts: list[Contact6D], n_active: int) -> Objective:
-        A = np.zeros((6 * n_active, self.n))
-        b = np.zeros(6 * n_active)
-        r = 0
-        for k, c in enumerate(contacts):
-            if c.active:
-                A[r : r + 6, self.nv + 6 * k : self.nv + 6 * k + 6] = self._eye6 * self._fscale
-                b[r + 2] = self.robot.mass * GRAVITY / n_active
-                r += 6
-        return Objective(task.name, A, b, task.weight)
+        """Rows ``f_k = (0, 0, m g / n_active, 0, 0, 0)`` per active contact; they depend
+        only on which contacts are active, so they are built once per contact set (read-only)."""
+        key = tuple(c.active for c in contacts)
+        cached = self._force_rows.get(key)
+        if cached is None:
+            A = np.zeros((6 * n_active, self.n))
+            b = np.zeros(6 * n_active)
+            r = 0
+            for k, c in enumerate(contacts):
+                if c.active:
+                    A[r : r + 6, self.nv + 6 * k : self.nv + 6 * k + 6] = self._eye6 * self._fscale
+                    b[r + 2] = self.robot.mass * GRAVITY / n_active
+                    r += 6
+            A.flags.writeable = b.flags.writeable = False
+            cached = self._force_rows[key] = (A, b)
+        return Objective(task.name, cached[0], cached[1], task.weight)
 
     def _acceleration_bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Joint accelerations that stop at the position limits within the horizon.
