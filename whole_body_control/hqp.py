@@ -144,6 +144,7 @@ class HierarchicalQP:
         self.regularization = regularization
         self._qps: dict[tuple[int, int, int], proxsuite.proxqp.dense.QP] = {}
         self._previous: list[np.ndarray] | None = None
+        self._weights: dict[tuple, np.ndarray] = {}
         self.record = 0  # keep this many of the slowest problems solved (see record_hardest)
         self._hardest: list[tuple[float, int, tuple]] = []  # min-heap on solve time
 
@@ -279,6 +280,19 @@ class HierarchicalQP:
         problem = LevelProblem(k + 1, H, g, CZ, lz, uz, z0)
         raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}", problem)
 
+    def _row_weights(self, objectives: list[Objective]) -> np.ndarray:
+        """Square roots of the task weights, one per row (cached: rows and weights
+        change only when tasks are switched, reweighted or moved)."""
+        key = tuple((o.b.shape[0], o.weight) for o in objectives)
+        sw = self._weights.get(key)
+        if sw is None:
+            if len(self._weights) > 64:
+                self._weights.clear()
+            sw = np.concatenate([np.full(o.b.shape[0], o.weight**0.5) for o in objectives])
+            sw.flags.writeable = False
+            self._weights[key] = sw
+        return sw
+
     def _daqp(self, H, g, CZ, lz, uz) -> tuple[np.ndarray | None, int]:
         """The level QP by daqp's dual active-set method: ``(z, iterations)``, or
         ``(None, iterations)`` when it does not end optimal with a finite, feasible
@@ -359,11 +373,10 @@ class HierarchicalQP:
                 continue
             if len(objectives) == 1:
                 A, b = objectives[0].A, objectives[0].b
-                sw = np.full(b.shape[0], objectives[0].weight ** 0.5)
             else:
                 A = np.vstack([o.A for o in objectives])
                 b = np.concatenate([o.b for o in objectives])
-                sw = np.concatenate([np.full(o.b.shape[0], o.weight**0.5) for o in objectives])
+            sw = self._row_weights(objectives)
             stacked.append((A, b))
             d = Z.shape[1]
             if d == 0:  # every direction is fixed above: nothing left to choose
