@@ -109,6 +109,7 @@ class RunStats:
         return {
             "tick_ms_median": round(float(np.median(ticks)), 4) if ticks.size else None,
             "tick_ms_p99": round(float(np.percentile(ticks, 99)), 4) if ticks.size else None,
+            "tick_ms_max": round(float(ticks.max()), 4) if ticks.size else None,
         }
 
 

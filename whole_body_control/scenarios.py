@@ -180,6 +180,13 @@ def hoist(robot, at: float, height: float = 0.3, rise_time: float = 0.5):
 
 # -- figures --------------------------------------------------------------------------------
 
+TICK_KEYS = ("tick_ms_median", "tick_ms_p99", "tick_ms_max")
+
+
+def _tick_figures(summary: dict) -> dict:
+    """The controller tick's wall time over the run [ms] (median, p99, max)."""
+    return {k: summary.get(k) for k in TICK_KEYS}
+
 
 def _walk_figures(summary: dict, steps: int) -> dict:
     passed = (
@@ -201,6 +208,7 @@ def _walk_figures(summary: dict, steps: int) -> dict:
         "com_tracking_error_max_m": summary["com_tracking_error_max_m"],
         "footstep_error_max_m": summary["footstep_error_max_m"],
         "qp_failures": summary["qp_failures"],
+        **_tick_figures(summary),
         "simulated_s": summary["simulated_s"],
         "lifted_at_s": summary.get("lifted_at_s"),
     }
@@ -216,6 +224,7 @@ def _stand_figures(summary: dict) -> dict:
         "fall_reason": summary["fall_reason"],
         "com_error_max_m": summary["com_error_max_m"],
         "qp_failures": summary["qp_failures"],
+        **_tick_figures(summary),
         "simulated_s": summary["duration_s"],
     }
 
@@ -1186,10 +1195,14 @@ def run_suite(
                 on_result(r)
     ordered = [results[s.name] for s in chosen]
     passed = sum(1 for r in ordered if r["passed"])
+    timed = [r for r in ordered if r.get("tick_ms_max") is not None]
     summary = {
         "robot": robot_name,
         "passed": passed,
         "failed": len(ordered) - passed,
+        # over every scenario that ran the controller: the worst per-scenario figures [ms]
+        "tick_ms_p99_max": max((r["tick_ms_p99"] for r in timed), default=None),
+        "tick_ms_max": max((r["tick_ms_max"] for r in timed), default=None),
         "scenarios": ordered,
         "wall_s": round(time.perf_counter() - t0, 1),
     }
