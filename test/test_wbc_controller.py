@@ -530,3 +530,43 @@ def test_recorded_problems_replay_the_same_through_both_solver_backends(tmp_path
         np.testing.assert_allclose(sols["daqp"].x, sols["proxsuite"].x, atol=1e-3)
         np.testing.assert_allclose(sols["daqp"].residuals, sols["proxsuite"].residuals, atol=1e-4)
     assert qp_ran >= 6, "the recorded problems should exercise the level QPs"
+
+
+def test_the_problem_a_tick_built_is_the_one_it_solved(tmp_path):
+    """``last_problem()`` is the tick's problem, frozen and named: solved again (also after
+    a save and load) it gives the tick's accelerations and wrenches to round-off."""
+    from whole_body_control.hqp import HierarchicalQP, load_problem
+
+    robot = load_robot("talos")
+    ctrl = WholeBodyController(robot)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    v[6:] = 0.05 * np.sin(np.arange(robot.na))
+    ctrl.reset(q)
+    ctrl.cycle(q, v)
+    ctrl.set_reference(
+        Reference(com_pos=ctrl.com_task.pos + [0.01, -0.01, 0.0], contacts={"left": True, "right": False})
+    )
+    result = ctrl.cycle(q, v)
+    assert result.ok, result.reason
+    built = ctrl.last_problem()
+    assert not built.C.flags.writeable  # a copy: the controller's buffers are reused next tick
+    problem = load_problem(built.save(tmp_path / "tick.pkl"))
+    names = [n for n, _, _ in problem.inequality_blocks]
+    assert names == [
+        "torque_limits",
+        "contact_left",
+        "contact_right",
+        "joint_position_limits",
+    ]  # right still ramping out
+    assert problem.inequality_blocks[-1][2] == problem.C.shape[0]
+    text = problem.describe()
+    assert "level 1 'balance': com (3 rows" in text and "contact_left" in text
+    cfg = ctrl.config.solver
+    sol = HierarchicalQP(cfg.eps_abs, cfg.max_iter, cfg.regularization, backend=cfg.backend).solve_problem(problem)
+    np.testing.assert_allclose(sol.x[: robot.nv], result.a, rtol=0, atol=1e-12)
+    fs = robot.mass * 9.81
+    np.testing.assert_allclose(sol.x[robot.nv : robot.nv + 6] * fs, result.wrenches["left"], rtol=0, atol=1e-9)
+    # a damping tick builds no problem
+    ctrl.latch_damping("test")
+    ctrl.cycle(q, v)
+    assert ctrl.last_problem() is None

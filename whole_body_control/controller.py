@@ -35,7 +35,7 @@ from whole_body_control import geometry
 from whole_body_control.config import FRAME_ALIASES, WbcConfig, load_wbc_config
 from whole_body_control.contacts import Contact6D
 from whole_body_control.errors import ConfigError, StateError, WbcError
-from whole_body_control.hqp import HierarchicalQP, LevelFailure, Objective
+from whole_body_control.hqp import HierarchicalQP, HqpProblem, LevelFailure, Objective
 from whole_body_control.robot import RobotModel
 from whole_body_control.state import LOCAL as _LOCAL
 from whole_body_control.state import RobotState, check_state
@@ -237,6 +237,7 @@ class WholeBodyController:
         self._buffers: dict[str, np.ndarray] = {}
         self._C: dict[tuple[bool, bool], np.ndarray] = {}  # inequality matrix per contact set
         self._force_rows: dict[tuple[bool, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._built: tuple | None = None  # the last tick's problem (buffers reused: see last_problem)
         T = self.config.solver.joint_limit_horizon
         self._limit_horizon = T
         self._limit_gain = 2.0 / (T * T)
@@ -613,6 +614,7 @@ class WholeBodyController:
 
     def _cycle(self, q, v, dt, reference) -> WbcResult:
         t0 = time.perf_counter()
+        self._built = None
         rejected: list[str] = []  # inputs rejected this tick, for the reason
         period = self.config.control_period
         if dt is None:
@@ -651,9 +653,11 @@ class WholeBodyController:
         self.state.update(q, v, check=False)
         warnings: list[str] = []
         try:
-            E, e, C, lower, upper, levels = self._build(warnings)
+            E, e, C, lower, upper, levels = built = self._build(warnings)
         except Exception as exc:  # a reference that breaks the maths must not break the loop
+            self._built = None
             return self._fallback(v, f"building the QP failed: {exc}", t0, warnings, dt)
+        self._built = built
         skip = None
         status, reason = "ok", ""
         while True:
@@ -751,6 +755,34 @@ class WholeBodyController:
                 objectives.append(Objective(task.name, A, b, task.weight))
             levels.append(objectives)
         return E, e, C, lower, upper, levels
+
+    def last_problem(self) -> HqpProblem | None:
+        """The hierarchical problem of the last tick that built one, frozen (copied), with
+        its blocks named; None if the last tick built none (damping, airborne, rejected
+        state).  ``self.hqp.solve_problem(ctrl.last_problem())`` solves it again."""
+        if self._built is None:
+            return None
+        E, e, C, lower, upper, levels = self._built
+        nv, na = self.nv, self.na
+        inequalities = [("torque_limits", 0, na)]
+        r = na
+        for side in SIDES:
+            if self.contacts[side].active:
+                inequalities.append((f"contact_{side}", r, r + Contact6D.N_ROWS))
+                r += Contact6D.N_ROWS
+        inequalities.append(("joint_position_limits", r, r + na))
+        return HqpProblem.copy_of(
+            E,
+            e,
+            C,
+            lower,
+            upper,
+            levels,
+            level_names=tuple(self.level_names),
+            equality_blocks=(("floating_base_dynamics", 0, 6), ("contact_left", 6, 12), ("contact_right", 12, 18)),
+            inequality_blocks=tuple(inequalities),
+            variables=(("a", 0, nv), ("f_left / (m g)", nv, nv + 6), ("f_right / (m g)", nv + 6, nv + 12)),
+        )
 
     def _task_buffer(self, name: str, rows: int) -> np.ndarray:
         """A zero-padded (rows x n) matrix reused across ticks (only its first nv columns change)."""

@@ -110,6 +110,69 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class HqpProblem:
+    """One hierarchical problem, frozen (arrays copied): hard equalities ``E x = e``,
+    inequalities ``lower <= C x <= upper`` and the task levels, highest first.
+
+    ``equality_blocks`` and ``inequality_blocks`` name row ranges (``(name, start,
+    stop)``) so that a printed or saved problem says where each row comes from;
+    ``variables`` names the column ranges of ``x`` the same way.  Solve it with
+    :meth:`HierarchicalQP.solve_problem`; :meth:`save` / :func:`load_problem`
+    write and read it.
+    """
+
+    E: np.ndarray
+    e: np.ndarray
+    C: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    levels: tuple[tuple[Objective, ...], ...]
+    level_names: tuple[str, ...] = ()
+    equality_blocks: tuple[tuple[str, int, int], ...] = ()
+    inequality_blocks: tuple[tuple[str, int, int], ...] = ()
+    variables: tuple[tuple[str, int, int], ...] = ()
+
+    @classmethod
+    def copy_of(cls, E, e, C, lower, upper, levels, **names) -> HqpProblem:
+        frozen = []
+        for objectives in levels:
+            frozen.append(tuple(Objective(o.name, o.A.copy(), o.b.copy(), o.weight) for o in objectives))
+        arrays = [np.array(a, dtype=float) for a in (E, e, C, lower, upper)]
+        for a in arrays:
+            a.flags.writeable = False
+        return cls(*arrays, tuple(frozen), **names)
+
+    def describe(self) -> str:
+        """A readable summary: sizes, the named blocks, each level's tasks and rows."""
+        lines = [f"x: {self.E.shape[1]} variables " + " ".join(f"{n}[{a}:{b}]" for n, a, b in self.variables)]
+        lines.append(f"hard equalities: {self.E.shape[0]} rows")
+        lines += [f"  {n}: rows {a}..{b - 1}" for n, a, b in self.equality_blocks]
+        lines.append(f"inequalities: {self.C.shape[0]} rows")
+        lines += [f"  {n}: rows {a}..{b - 1}" for n, a, b in self.inequality_blocks]
+        for k, objectives in enumerate(self.levels):
+            name = self.level_names[k] if k < len(self.level_names) else str(k + 1)
+            tasks = ", ".join(f"{o.name} ({o.b.shape[0]} rows, weight {o.weight:g})" for o in objectives)
+            lines.append(f"level {k + 1} '{name}': {tasks or 'no task'}")
+        return "\n".join(lines)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            pickle.dump({"format": "whole_body_control.hqp_problem/1", "problem": self}, f)
+        return path
+
+
+def load_problem(path: str | Path) -> HqpProblem:
+    """A problem written by :meth:`HqpProblem.save`."""
+    with open(path, "rb") as f:
+        data = pickle.load(f)
+    if not isinstance(data, dict) or data.get("format") != "whole_body_control.hqp_problem/1":
+        raise WbcError(f"{path}: not a saved problem of whole_body_control.hqp")
+    return data["problem"]
+
+
+@dataclass(frozen=True)
 class HqpSolution:
     x: np.ndarray
     x_levels: tuple[np.ndarray, ...]  # solution after each level (hard level first)
@@ -279,6 +342,11 @@ class HierarchicalQP:
             return res.x, 1, iterations
         problem = LevelProblem(k + 1, H, g, CZ, lz, uz, z0)
         raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}", problem)
+
+    def solve_problem(self, problem: HqpProblem, skip_levels_from: int | None = None) -> HqpSolution:
+        """:meth:`solve` on a frozen :class:`HqpProblem`."""
+        p = problem
+        return self.solve(p.E, p.e, p.C, p.lower, p.upper, [list(o) for o in p.levels], skip_levels_from)
 
     def _row_weights(self, objectives: list[Objective]) -> np.ndarray:
         """Square roots of the task weights, one per row (cached: rows and weights
