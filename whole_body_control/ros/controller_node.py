@@ -163,6 +163,7 @@ class ControllerNode(Node):
         self.refs_received = 0
         self.pending: tuple[int, bytes] | None = None  # the newest state, not answered yet
         self.pending_since = 0  # node clock [ns] since when states wait unanswered
+        self.reference_holds = 0  # ticks that held the walker's last sample (it was late)
         self.starved = False  # the base state or walking reference stayed away for stale_periods
         self.resent = False
         self.base: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -487,6 +488,11 @@ class ControllerNode(Node):
                 return None, "", False  # stand on the controller's own reference until the walker starts
             return None, "waiting for /walker/reference", False
         end = refs.end_ns
+        if end is not None and 0 < ns - end < self.p["stale_periods"] * self.period_ns:
+            # The walker is late, not dead (a slow batch): its last sample holds for less
+            # than stale_periods, like a late joint state, then the robot is damped.
+            self.reference_holds += 1
+            return refs.at(end), "", False
         return (
             None,
             f"no walking reference at t = {ns * 1e-9:.3f} s (the walker's last ends at {end * 1e-9:.3f} s)",
@@ -673,6 +679,7 @@ class ControllerNode(Node):
             "lifted": self.stage.lifted,
             "commands": self.commands,
             "damping_commands": self.damping_commands,
+            "reference_holds": self.reference_holds,
             "command_joints": self.command_joints[:1] + (["..."] if len(self.command_joints) > 1 else []),
             "first_command_s": self.first_command_s,
         }
