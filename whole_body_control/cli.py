@@ -232,6 +232,37 @@ def cmd_scenarios(args) -> int:
     return 0 if summary["failed"] == 0 else 1
 
 
+def cmd_robot_init(args) -> int:
+    from whole_body_control.robot_init import init_robot
+
+    summary = init_robot(
+        Path(args.urdf), Path(args.output), srdf=Path(args.srdf) if args.srdf else None, name=args.name
+    )
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"wrote {summary['robot_file']}" + (f" and {summary['urdf']}" if summary["urdf_repaired"] else ""))
+    for repair in summary["repairs"]:
+        print(f"  repaired: {repair}")
+    for note in summary["notes"]:
+        print(f"  note: {note}")
+    for problem in summary["problems"]:
+        print(f"  PROBLEM: {problem}")
+    print(f"next: wbc check {summary['robot_file']}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from whole_body_control.robot_check import format_report, run_checks
+
+    report = run_checks(args.robot)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_report(report))
+    return 0 if report["passed"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wbc", description="Whole-body control for humanoid robots")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -240,6 +271,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("robot", nargs="*", help="robot names or robot YAML paths (default: the shipped robots)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_robots)
+
+    p = sub.add_parser("robot", help="set up a robot of your own")
+    rsub = p.add_subparsers(dest="robot_command", required=True)
+    r = rsub.add_parser("init", help="write a starting robot YAML from a URDF, every guessed value commented")
+    r.add_argument("urdf", help="the robot's URDF")
+    r.add_argument("--srdf", metavar="FILE", help="SRDF whose half_sitting (or first) group_state starts the posture")
+    r.add_argument("-o", "--output", required=True, metavar="FILE", help="robot YAML to write (.yaml)")
+    r.add_argument("--name", help="robot name (default: the URDF's)")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.set_defaults(func=cmd_robot_init)
+
+    p = sub.add_parser(
+        "check",
+        help="check a robot file: Pinocchio vs MuJoCo, frames, sole flatness, inertias, meshes, locked joints",
+    )
+    p.add_argument("robot", help="robot name (see 'wbc robots') or the path of a robot YAML")
+    p.add_argument("--json", action="store_true", help="print one JSON line")
+    p.set_defaults(func=cmd_check)
 
     def closed_loop(p):
         _add_robot(p)
