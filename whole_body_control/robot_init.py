@@ -186,6 +186,9 @@ def _repair_inertias(root: ET.Element, notes: Notes) -> bool:
         elif not _balanced(moments):
             _inertia_element(link.find("inertial"), np.eye(3) * float(moments.sum()) / 3.0)
             fix = f"principal moments {np.round(moments, 6).tolist()} kg m^2 break A + B >= C: set to their mean"
+        elif mass > 0.0 and moments[0] <= 1e-12:  # MuJoCo needs positive moments on every massive body
+            _inertia_element(link.find("inertial"), inertia + np.eye(3) * 0.4 * mass * 0.05**2)
+            fix = f"mass but no inertia: {_fix_sphere(mass)} added"
         else:
             continue
         link.insert(0, ET.Comment(f" wbc robot init: {fix} "))
