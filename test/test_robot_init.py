@@ -144,6 +144,11 @@ def test_check_names_a_tilted_sole_and_a_locked_joint(tmp_path):
     assert re.search(r"FAIL\s+sole flatness\s+tilt left 5\.\d\d deg", result.stdout), result.stdout
     assert re.search(r"FAIL\s+locked joints\s+head_1_joint", result.stdout), result.stdout
     assert re.search(r"ok\s+frames", result.stdout)
+    # wbc stand runs the quick checks and warns
+    stand = wbc("stand", "--robot", path, "--duration", 0.01, "--json")
+    assert stand.returncode == 0, stand.stderr
+    assert "warning: check 'sole flatness' failed: tilt left 5." in stand.stderr
+    assert "warning: check 'locked joints' failed: head_1_joint" in stand.stderr
 
 
 @pytest.mark.parametrize(

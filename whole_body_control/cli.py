@@ -48,6 +48,15 @@ def _load_robot(args):
     return load_robot(args.robot, wbc_config=args.wbc_config, walker_config=getattr(args, "walker_config", None))
 
 
+def _warn_quick_checks(robot) -> None:
+    """The quick part of `wbc check` (frames, sole flatness, locked joints): a warning per failure."""
+    from whole_body_control.robot_check import quick_checks
+
+    for check in quick_checks(robot):
+        if not check.passed:
+            print(f"wbc: warning: check '{check.name}' failed: {check.detail}; fix: {check.fix}", file=sys.stderr)
+
+
 def _print_result(summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary))
@@ -115,6 +124,7 @@ def cmd_stand(args) -> int:
 
     robot = _load_robot(args)
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
+    _warn_quick_checks(robot)
     progress = Progress(args.duration, "stand ")
     ctrl = _recording_controller(args, robot)
     summary = run_stand(
@@ -139,6 +149,7 @@ def cmd_walk(args) -> int:
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
     walker_config, source = walker_config_for(robot)
     _check_walk_command(args, robot, walker_config, source)
+    _warn_quick_checks(robot)
     # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
     progress = Progress((args.steps + 2) * walker_config.step_duration + 1.0, "walk ")
     ctrl = _recording_controller(args, robot, args.friction)

@@ -200,6 +200,11 @@ def check_sections(robot: RobotModel) -> Check:
     return Check("wbc and walker", True, f"walker from {source}; forward speed up to {vx:.2f} m/s")
 
 
+def quick_checks(robot: RobotModel) -> list[Check]:
+    """The checks that need no simulation (milliseconds): frames, sole flatness, locked joints."""
+    return [check_frames(robot), check_soles(robot), check_locked_joints(robot)]
+
+
 def run_checks(name_or_path: str) -> dict:
     """All checks on a robot (name or YAML path): ``{"robot", "file", "passed", "checks": [...]}``.
 
@@ -228,7 +233,7 @@ def run_checks(name_or_path: str) -> dict:
         checks += [_skipped(n, "the model cannot be loaded (inertias)") for n in names]
     else:
         robot = RobotModel(config, source)
-        checks += [check_frames(robot), check_soles(robot), check_locked_joints(robot)]
+        checks += quick_checks(robot)
         if not checks[1].passed:
             checks.append(_skipped("consistency", "MuJoCo cannot load the meshes"))
         else:
