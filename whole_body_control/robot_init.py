@@ -448,8 +448,9 @@ def _posture_error(q: np.ndarray, q_start: np.ndarray, free: np.ndarray, model: 
 
 
 def _bend_knees(robot: RobotModel, chains: dict[str, list[int]], posture: dict[str, float]) -> None:
-    """A starting guess with the knees bent (the IK then lowers the base): the middle pitch joints of
-    each leg bent 0.4 rad to the side their limits allow most, hip and ankle pitch -0.2 rad against it."""
+    """A starting guess with the knees bent (the IK then lowers the base; from straight knees it
+    could not): unless bent 0.1 rad already, the middle pitch joint of each leg bent 0.4 rad to the
+    side its limits allow most, the first and last (hip and ankle pitch) 0.2 rad against it."""
     for chain in chains.values():
         pitch = _pitch_joints(robot, chain)
         if len(pitch) < 3:
@@ -457,10 +458,10 @@ def _bend_knees(robot: RobotModel, chains: dict[str, list[int]], posture: dict[s
         names = [robot.model.names[j] for j in pitch]
         knee = names[len(names) // 2]
         i = robot.joint_index(knee)
+        if abs(posture.get(knee, 0.0)) >= 0.1:  # already bent (an SRDF posture)
+            continue
         sign = 1.0 if abs(robot.q_upper[i]) >= abs(robot.q_lower[i]) else -1.0
-        posture.setdefault(knee, 0.4 * sign)
-        posture.setdefault(names[0], -0.2 * sign)
-        posture.setdefault(names[-1], -0.2 * sign)
+        posture.update({knee: 0.4 * sign, names[0]: -0.2 * sign, names[-1]: -0.2 * sign})
 
 
 # -- walker scaling ----------------------------------------------------------------------------------
@@ -545,6 +546,8 @@ def init_robot(urdf: Path, out: Path, srdf: Path | None = None, name: str | None
     model_urdf = urdf
     if repaired:
         model_urdf = out.with_suffix(".urdf")
+        if model_urdf.resolve() == urdf.resolve():  # never over the user's URDF
+            model_urdf = out.with_name(f"{out.stem}.repaired.urdf")
         root.insert(0, ET.Comment(f" {urdf} repaired by wbc robot init for MuJoCo and Pinocchio (see the comments) "))
         tree.write(model_urdf, encoding="unicode", xml_declaration=False)
 
