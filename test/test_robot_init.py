@@ -116,13 +116,24 @@ def test_romeo_from_urdf_walks_20_steps_at_0_2(romeo):
 # -- Talos and G1 from their URDFs ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("urdf", "srdf"), [(TALOS_URDF, TALOS_SRDF), (G1_URDF, None)], ids=["talos", "g1"])
-def test_shipped_robots_from_urdf_pass_the_check_stand_and_walk(tmp_path, urdf, srdf):
-    robot_file = init(tmp_path, urdf, srdf)
+@pytest.fixture(scope="module", params=["talos", "g1"])
+def from_urdf(request, tmp_path_factory) -> Path:
+    """Talos (with its SRDF) and G1 (none) through wbc robot init, passing wbc check."""
+    urdf, srdf = {"talos": (TALOS_URDF, TALOS_SRDF), "g1": (G1_URDF, None)}[request.param]
+    robot_file = init(tmp_path_factory.mktemp(request.param), urdf, srdf)
     check_passes(robot_file)
-    stand = last_json(wbc("stand", "--robot", robot_file, "--duration", 10, "--json"))
+    return robot_file
+
+
+def test_shipped_robots_from_urdf_stand_10_s(from_urdf):
+    stand = last_json(wbc("stand", "--robot", from_urdf, "--duration", 10, "--json"))
     assert not stand["fell"], stand
-    walk = last_json(wbc("walk", "--robot", robot_file, "--speed", 0.2, "--steps", 6, "--json"))
+    assert stand["qp_failures"] == 0
+
+
+def test_shipped_robots_from_urdf_walk(from_urdf):
+    """6 steps at 0.2 m/s here to keep the suite fast (both walk 20 by hand: docs/robots.md)."""
+    walk = last_json(wbc("walk", "--robot", from_urdf, "--speed", 0.2, "--steps", 6, "--json"))
     assert not walk["fell"], walk
     assert walk["steps_completed"] == 6
 
