@@ -183,3 +183,15 @@ def test_unusable_input_is_exit_code_2(tmp_path, args, fragments):
     assert "Traceback" not in result.stderr
     for fragment in fragments:
         assert fragment in result.stderr, result.stderr
+
+
+def test_walker_scaling_anchors_are_the_shipped_robots_leg_lengths():
+    """The leg lengths the walker scaling is anchored on are those of the shipped G1 and Talos."""
+    from whole_body_control.robot import load_robot
+    from whole_body_control.robot_init import ANCHORS, _ancestors, _find_ankles, _leg_length
+
+    for name, length in ANCHORS.items():
+        robot = load_robot(name, fresh=False)
+        ankle = _find_ankles(robot.model)["left"]
+        measured = _leg_length(robot, _ancestors(robot.model, ankle), robot.foot_frame_ids["left"])
+        assert measured == pytest.approx(length, abs=1e-3), name
