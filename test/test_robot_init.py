@@ -195,3 +195,17 @@ def test_walker_scaling_anchors_are_the_shipped_robots_leg_lengths():
         ankle = _find_ankles(robot.model)["left"]
         measured = _leg_length(robot, _ancestors(robot.model, ankle), robot.foot_frame_ids["left"])
         assert measured == pytest.approx(length, abs=1e-3), name
+
+
+def test_feet_without_collision_geometry_are_sized_from_the_visual_one(tmp_path):
+    """G1 with the ankle links' collision geometry removed: the soles come from the foot meshes."""
+    text = G1_URDF.read_text()  # package:// URIs: the copy resolves them too
+    for side in ("left", "right"):
+        link = re.search(rf'<link name="{side}_ankle_roll_link">.*?</link>', text, flags=re.S).group(0)
+        text = text.replace(link, re.sub(r"<collision>.*?</collision>", "", link, flags=re.S))
+    urdf = tmp_path / "g1_no_foot_collision.urdf"
+    urdf.write_text(text)
+    yaml_text = init(tmp_path, urdf).read_text()
+    assert "at the bottom of its visual geometry" in yaml_text
+    assert "bounding box of the foot's visual geometry" in yaml_text
+    check_passes(tmp_path / "robot.yaml")

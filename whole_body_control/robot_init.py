@@ -266,9 +266,9 @@ def _find_ankles(model: pin.Model) -> dict[str, int]:
     return ankles
 
 
-def _collision_boxes(model: pin.Model, urdf: Path, joint: int) -> list[np.ndarray]:
-    """Corners (8 x 3, in the joint frame) of the bounding box of each collision geometry on ``joint``."""
-    geom = pin.buildGeomFromUrdf(model, str(urdf), pin.COLLISION, package_dirs=[str(d) for d in package_dirs_for(urdf)])
+def _geometry_boxes(model: pin.Model, urdf: Path, joint: int, kind: pin.GeometryType) -> list[np.ndarray]:
+    """Corners (8 x 3, in the joint frame) of the bounding box of each ``kind`` geometry on ``joint``."""
+    geom = pin.buildGeomFromUrdf(model, str(urdf), kind, package_dirs=[str(d) for d in package_dirs_for(urdf)])
     boxes = []
     for obj in geom.geometryObjects:
         if obj.parentJoint != joint:
@@ -285,17 +285,21 @@ def _collision_boxes(model: pin.Model, urdf: Path, joint: int) -> list[np.ndarra
 class FootGuess:
     foot: Foot
     comment: str
+    source: str  # the geometry the sole was sized from: collision or visual
 
 
 def _guess_foot(model: pin.Model, urdf: Path, side: str, joint: int) -> FootGuess:
     sole_frames = [
         f for f in model.frames if f.parentJoint == joint and "sole" in f.name.lower() and f.type == pin.FrameType.BODY
     ]
-    boxes = _collision_boxes(model, urdf, joint)
+    source = "collision"
+    boxes = _geometry_boxes(model, urdf, joint, pin.GeometryType.COLLISION)
+    if not boxes:
+        source, boxes = "visual", _geometry_boxes(model, urdf, joint, pin.GeometryType.VISUAL)
     if not boxes:
         raise ModelError(
-            f"{urdf}: the {side} foot (joint '{model.names[joint]}') has no collision geometry to size its sole: "
-            f"write {side}_foot by hand (docs/robots.md)"
+            f"{urdf}: the {side} foot (joint '{model.names[joint]}') has no collision or visual geometry to size "
+            f"its sole: write {side}_foot by hand (docs/robots.md)"
         )
     points = np.vstack(boxes)  # joint frame
     joint_frame = model.getFrameId(model.names[joint], pin.FrameType.JOINT)
@@ -310,8 +314,8 @@ def _guess_foot(model: pin.Model, urdf: Path, side: str, joint: int) -> FootGues
         offset = (0.0, 0.0, round(float(local[:, 2].min()), 4))
         local = local - np.array(offset)
         foot = Foot(frame=f"{side}_sole", sole=_sole(local), parent=link.name, offset=offset)
-        comment = f"no sole link: created on '{link.name}' at the bottom of its collision geometry"
-    return FootGuess(foot, comment)
+        comment = f"no sole link: created on '{link.name}' at the bottom of its {source} geometry"
+    return FootGuess(foot, comment, source)
 
 
 def _sole(points: np.ndarray) -> Sole:
@@ -636,7 +640,7 @@ def init_robot(urdf: Path, out: Path, srdf: Path | None = None, name: str | None
             lines.append(f"  offset: [{', '.join(_num(v) for v in foot.offset)}]    # [m] in the parent link")
         lines.append(
             f"  sole: {{x_min: {s.x_min:g}, x_max: {s.x_max:g}, y_min: {s.y_min:g}, y_max: {s.y_max:g}}}"
-            "    # [m] bounding box of the foot's collision geometry in the sole frame"
+            f"    # [m] bounding box of the foot's {feet[side].source} geometry in the sole frame"
         )
     lines.append("friction: 0.7    # friction coefficient the controller assumes [-] (the default)")
     lines.append(
