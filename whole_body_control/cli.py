@@ -48,6 +48,15 @@ def _load_robot(args):
     return load_robot(args.robot, wbc_config=args.wbc_config, walker_config=getattr(args, "walker_config", None))
 
 
+def _warn_quick_checks(robot) -> None:
+    """The quick part of `wbc check` (frames, sole flatness, locked joints): a warning per failure."""
+    from whole_body_control.robot_check import quick_checks
+
+    for check in quick_checks(robot):
+        if not check.passed:
+            print(f"wbc: warning: check '{check.name}' failed: {check.detail}; fix: {check.fix}", file=sys.stderr)
+
+
 def _print_result(summary: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(summary))
@@ -115,6 +124,7 @@ def cmd_stand(args) -> int:
 
     robot = _load_robot(args)
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
+    _warn_quick_checks(robot)
     progress = Progress(args.duration, "stand ")
     ctrl = _recording_controller(args, robot)
     summary = run_stand(
@@ -139,6 +149,7 @@ def cmd_walk(args) -> int:
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
     walker_config, source = walker_config_for(robot)
     _check_walk_command(args, robot, walker_config, source)
+    _warn_quick_checks(robot)
     # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
     progress = Progress((args.steps + 2) * walker_config.step_duration + 1.0, "walk ")
     ctrl = _recording_controller(args, robot, args.friction)
@@ -232,6 +243,37 @@ def cmd_scenarios(args) -> int:
     return 0 if summary["failed"] == 0 else 1
 
 
+def cmd_robot_init(args) -> int:
+    from whole_body_control.robot_init import init_robot
+
+    summary = init_robot(
+        Path(args.urdf), Path(args.output), srdf=Path(args.srdf) if args.srdf else None, name=args.name
+    )
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"wrote {summary['robot_file']}" + (f" and {summary['urdf']}" if summary["urdf_repaired"] else ""))
+    for repair in summary["repairs"]:
+        print(f"  repaired: {repair}")
+    for note in summary["notes"]:
+        print(f"  note: {note}")
+    for problem in summary["problems"]:
+        print(f"  PROBLEM: {problem}")
+    print(f"next: wbc check {summary['robot_file']}")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from whole_body_control.robot_check import format_report, run_checks
+
+    report = run_checks(args.robot)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_report(report))
+    return 0 if report["passed"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wbc", description="Whole-body control for humanoid robots")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -240,6 +282,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("robot", nargs="*", help="robot names or robot YAML paths (default: the shipped robots)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_robots)
+
+    p = sub.add_parser("robot", help="set up a robot of your own")
+    rsub = p.add_subparsers(dest="robot_command", required=True)
+    r = rsub.add_parser("init", help="write a starting robot YAML from a URDF, every guessed value commented")
+    r.add_argument("urdf", help="the robot's URDF")
+    r.add_argument("--srdf", metavar="FILE", help="SRDF whose half_sitting (or first) group_state starts the posture")
+    r.add_argument("-o", "--output", required=True, metavar="FILE", help="robot YAML to write (.yaml)")
+    r.add_argument("--name", help="robot name (default: the URDF's)")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.set_defaults(func=cmd_robot_init)
+
+    p = sub.add_parser(
+        "check",
+        help="check a robot file: Pinocchio vs MuJoCo, frames, sole flatness, inertias, meshes, locked joints",
+    )
+    p.add_argument("robot", help="robot name (see 'wbc robots') or the path of a robot YAML")
+    p.add_argument("--json", action="store_true", help="print one JSON line")
+    p.set_defaults(func=cmd_check)
 
     def closed_loop(p):
         _add_robot(p)
