@@ -208,11 +208,13 @@ class HierarchicalQP:
         self._qps: dict[tuple[int, int, int], proxsuite.proxqp.dense.QP] = {}
         self._previous: list[np.ndarray] | None = None
         self._weights: dict[tuple, np.ndarray] = {}
+        self._active: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # level -> last active rows, upper side
         self.record = 0  # keep this many of the slowest problems solved (see record_hardest)
         self._hardest: list[tuple[float, int, tuple]] = []  # min-heap on solve time
 
     def reset(self) -> None:
         self._previous = None
+        self._active.clear()
 
     def record_hardest(self, count: int) -> None:
         """From now on, keep the ``count`` problems that took longest to solve
@@ -281,7 +283,8 @@ class HierarchicalQP:
         )
 
     def _solve_qp(self, k, AZ, r, N, Z, C, Cx, lo, hi, x, previous):
-        """Level ``k`` with active inequalities: proxsuite in the basis coordinates ``z``.
+        """Level ``k`` with active inequalities, in the basis coordinates ``z``: last
+        tick's active set first (one KKT solve), then daqp, then proxsuite.
 
         ``AZ`` and ``r`` are the level's rows and residual, already weighted by the
         square roots of the task weights; ``N`` is an orthonormal basis of ``null(AZ)``
@@ -289,18 +292,26 @@ class HierarchicalQP:
         :class:`LevelFailure`.
         """
         d = Z.shape[1]
-        H = AZ.T @ AZ
+        H = AZ.T.dot(AZ)
         scale_h = np.trace(H) / max(min(AZ.shape), 1)
         # Directions this level's tasks do not see are flat; left to a tiny Tikhonov term
         # they make the QP ill-conditioned. Weigh them like the tasks' own directions: the
         # unconstrained optimum is unchanged (they do not move the objective).
         if N is None:
-            _, s, vt = _svd(AZ, full=True)
-            N = vt[_rank(s) :].T
-        H += (self.flat_weight * scale_h) * (N @ N.T)
+            # (a tall AZ: vt is d x d already, u need not be square)
+            _, s, vt = _svd(AZ, full=AZ.shape[0] < d)
+            rank = _rank(s)
+            N = vt[rank:].T if rank < d else None
+        if N is not None and N.shape[1]:
+            H += (self.flat_weight * scale_h) * N.dot(N.T)
         H.flat[:: d + 1] += self.regularization * (1.0 + scale_h)
-        g = -(AZ.T @ r)
-        CZ = C @ Z
+        g = -AZ.T.dot(r)
+        guess = self._active.get(k)
+        if guess is not None:
+            z = self._try_active_set(guess, H, g, Z, C, Cx, lo, hi, x)
+            if z is not None:
+                return z, 0, 0
+        CZ = C.dot(Z)
         lz, uz = lo - Cx, hi - Cx
         # Rows the remaining freedom cannot move are dropped (their slack holds at z = 0
         # below the first level); the others are re-normalized. Near-zero rows make
@@ -317,6 +328,7 @@ class HierarchicalQP:
         if self.backend == "daqp":
             z, iterations = self._daqp(H, g, CZ, lz, uz)
             if z is not None:
+                self._remember_active(k, CZ.dot(z), lz, uz)
                 return z, 0, iterations
         z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(d)
         qp = self._qp(k, d, CZ.shape[0])
@@ -325,6 +337,7 @@ class HierarchicalQP:
         res = qp.results
         iterations = res.info.iter
         if res.info.status == SOLVED and np.all(np.isfinite(res.x)):
+            self._remember_active(k, CZ.dot(res.x), lz, uz)
             return res.x, 0, iterations
         if self._acceptable(res):
             return res.x, 1, iterations
@@ -342,6 +355,47 @@ class HierarchicalQP:
             return res.x, 1, iterations
         problem = LevelProblem(k + 1, H, g, CZ, lz, uz, z0)
         raise LevelFailure(k + 1, f"level {k + 1} QP: {res.info.status.name}", problem)
+
+    def _remember_active(self, k: int, cz: np.ndarray, lz: np.ndarray, uz: np.ndarray) -> None:
+        """The rows a level's QP solution holds at a bound: next tick's first guess."""
+        upper = cz >= uz - 1e-7
+        rows = np.flatnonzero(upper | (cz <= lz + 1e-7))
+        self._active[k] = (rows, upper[rows])
+
+    def _try_active_set(self, guess, H, g, Z, C, Cx, lo, hi, x) -> np.ndarray | None:
+        """The level QP ``min 1/2 z'Hz + g'z, lo <= C(x + Z z) <= hi`` solved with the
+        rows of ``guess`` (last tick's active set at this level) held at their bounds,
+        as one KKT system; the result if it satisfies every KKT condition (then it is
+        the QP's unique optimum, H being positive definite), else None.
+
+        Standing and walking, the same few rows stay active tick after tick (G1: each
+        sole's CoP at its edge), so this replaces most QP solves.
+        """
+        rows, upper_side = guess
+        d = H.shape[0]
+        p = rows.size
+        if p == 0 or p >= d or rows[-1] >= C.shape[0]:
+            return None
+        Ca = C[rows].dot(Z)
+        K = np.zeros((d + p, d + p))
+        K[:d, :d] = H
+        K[:d, d:] = Ca.T
+        K[d:, :d] = Ca
+        rhs = np.empty(d + p)
+        rhs[:d] = -g
+        rhs[d:] = np.where(upper_side, hi[rows], lo[rows]) - Cx[rows]
+        _, _, sol, info = lapack.dgesv(K, rhs)
+        if info != 0 or not np.isfinite(sol).all():
+            return None
+        z, mu = sol[:d], sol[d:]
+        # H z + g + Ca^T mu = 0: an upper bound holds with mu >= 0, a lower one with mu <= 0
+        tol = 1e-10 * (1.0 + float(np.abs(g).max()))
+        if (np.where(upper_side, mu, -mu) < -tol).any():
+            return None
+        c = C.dot(x + Z.dot(z))
+        if (c < lo - 1e-9).any() or (c > hi + 1e-9).any():
+            return None
+        return z
 
     def solve_problem(self, problem: HqpProblem, skip_levels_from: int | None = None) -> HqpSolution:
         """:meth:`solve` on a frozen :class:`HqpProblem`."""
@@ -477,6 +531,7 @@ class HierarchicalQP:
             # (a NaN fails both comparisons, so a non-finite x_try takes the QP path)
             if (c_try >= lo - 1e-9).all() and (c_try <= hi + 1e-9).all():
                 x, Cx = x_try, c_try
+                self._active.pop(k, None)
             else:
                 z, used_approx, its = self._solve_qp(k, AZ, r, N, Z, C, Cx, lo, hi, x, previous)
                 iterations += its
