@@ -465,6 +465,16 @@ class Simulation:
         )
         self.foot_geoms = {side: self.model.geom(f"{side}_foot_box").id for side in SIDES}
         self.sole_sites = {side: self.model.site(robot.feet[side].frame).id for side in SIDES}
+        # sensordata indices of each sole's force then torque sensor (the wrench, negated)
+        self._ft_index = {
+            side: np.concatenate(
+                [
+                    self.model.sensor_adr[self.model.sensor(f"{side}_{kind}").id] + np.arange(3)
+                    for kind in ("force", "torque")
+                ]
+            )
+            for side in SIDES
+        }
         self.imu_site = self.model.site(IMU_SITE).id
         self._ground_ids = np.array(sorted(self.ground_geoms))
         self._steps = 0  # steps and resets so far: the key of the contact cache
@@ -633,8 +643,11 @@ class Simulation:
         (``mj_contactForce``): ``[force, torque]`` expressed in the sole frame,
         torque about the sole origin [N, N m]. The sole force/torque sensors
         (``<side>_force``, ``<side>_torque``) measure the same wrench with the
-        opposite sign (force of the foot on the sole body)."""
-        return {side: w.copy() for side, w in self._ground_contact_forces().wrenches.items()}
+        opposite sign (force of the foot on the sole body): they are read here, MuJoCo
+        computes them in the step (the contacts themselves are summed only for the
+        measurements that need more, see ``_ground_contact_forces``)."""
+        data = self.data.sensordata
+        return {side: -data[index] for side, index in self._ft_index.items()}
 
     def foot_contacts(self, min_force: float = 1e-6) -> dict[str, bool]:
         """Whether each foot box pushes on the floor (normal force > ``min_force`` [N])."""
