@@ -74,27 +74,30 @@ _FRAME_FIELDS = (
 )
 
 
-def _checked_fields(values: list, names: list[str], shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+def _checked_fields(values: list, shapes: list[tuple[int, ...]], label) -> list[np.ndarray]:
     """``values`` as float arrays of ``shapes`` (copies, views of one new buffer), or
-    :class:`ReferenceRejected` naming the first bad one.  One finiteness test for all:
-    this runs every tick."""
+    :class:`ReferenceRejected` naming the first bad one (``label(i)``: the name of
+    ``values[i]``, built only then).  One concatenation and one finiteness test for
+    all: this runs every tick."""
     parts = []
-    for value, name, shape in zip(values, names, shapes):
-        try:
-            array = np.asarray(value, dtype=float)
-        except (TypeError, ValueError) as exc:
-            raise ReferenceRejected(f"{name} is not numeric ({exc})") from None
-        if array.shape != shape:
-            raise ReferenceRejected(f"{name} has shape {array.shape}, expected {shape}")
-        parts.append(array.ravel())
+    for i, (value, shape) in enumerate(zip(values, shapes)):
+        if type(value) is not np.ndarray or value.dtype != np.float64:
+            try:
+                value = np.asarray(value, dtype=float)
+            except (TypeError, ValueError) as exc:
+                raise ReferenceRejected(f"{label(i)} is not numeric ({exc})") from None
+        if value.shape != shape:
+            raise ReferenceRejected(f"{label(i)} has shape {value.shape}, expected {shape}")
+        parts.append(value.ravel())
     flat = np.concatenate(parts)
     if not np.isfinite(flat).all():
-        bad = next(name for name, part in zip(names, parts) if not np.isfinite(part).all())
-        raise ReferenceRejected(f"non-finite {bad}")
+        bad = next(i for i, part in enumerate(parts) if not np.isfinite(part).all())
+        raise ReferenceRejected(f"non-finite {label(bad)}")
     out, start = [], 0
     for part, shape in zip(parts, shapes):
-        out.append(flat[start : start + part.size].reshape(shape))
-        start += part.size
+        stop = start + part.size
+        out.append(flat[start:stop].reshape(shape))
+        start = stop
     return out
 
 
@@ -142,26 +145,40 @@ class Reference:
         Raises:
             ReferenceRejected: naming the first bad field.
         """
-        com = {}
-        present = [(k, lbl) for k, lbl in _COM_FIELDS if getattr(self, k) is not None]
-        if present:
-            arrays = _checked_fields(
-                [getattr(self, k) for k, _ in present], [lbl for _, lbl in present], [(3,)] * len(present)
-            )
-            com = {k: arr for (k, _), arr in zip(present, arrays)}
-        frames = {}
+        # every array field of the reference checked in one pass
+        values: list = []
+        shapes: list[tuple[int, ...]] = []
+        labels: list = []  # (frame name or None, label) per value
+        com_keys = [(k, lbl) for k, lbl in _COM_FIELDS if getattr(self, k) is not None]
+        for k, lbl in com_keys:
+            values.append(getattr(self, k))
+            shapes.append((3,))
+            labels.append((None, lbl))
         for name, fref in self.frames.items():
             if not isinstance(fref, FrameReference):
                 raise ReferenceRejected(f"{name} is a {type(fref).__name__}, not a FrameReference")
-            arrays = _checked_fields(
-                [getattr(fref, key) for key in _FRAME_KEYS],
-                [f"{name} {label}" for _, label, _ in _FRAME_FIELDS],
-                _FRAME_SHAPES,
-            )
-            if not _is_rotation(arrays[1]):
+            values += [fref.pos, fref.rot, fref.lin_vel, fref.ang_vel, fref.lin_acc, fref.ang_acc]
+            shapes += _FRAME_SHAPES
+            labels += [(name, label) for _, label, _ in _FRAME_FIELDS]
+        if self.posture is not None:
+            values.append(self.posture)
+            shapes.append((na,))
+            labels.append((None, "posture"))
+        arrays = (
+            _checked_fields(values, shapes, lambda i: " ".join(x for x in labels[i] if x is not None))
+            if values
+            else []
+        )
+        com = {k: arrays[i] for i, (k, _) in enumerate(com_keys)}
+        frames = {}
+        i = len(com_keys)
+        for name in self.frames:
+            fields = arrays[i : i + 6]
+            i += 6
+            if not _is_rotation(fields[1]):
                 raise ReferenceRejected(f"{name} rotation is not a rotation matrix")
-            frames[name] = FrameReference(*arrays)
-        posture = None if self.posture is None else _checked_fields([self.posture], ["posture"], [(na,)])[0]
+            frames[name] = FrameReference(*fields)
+        posture = arrays[i] if self.posture is not None else None
         contacts = None
         if self.contacts is not None:
             contacts = {}
