@@ -16,10 +16,10 @@ import _common
 
 
 def main() -> None:
-    from whole_body_control.bench import versions
     from whole_body_control.robot import load_robot
-    from whole_body_control.runner import run_stand
-    from whole_body_control.walking import run_walk
+    from whole_body_control.runs.bench import versions
+    from whole_body_control.runs.runner import run_stand
+    from whole_body_control.runs.walk import run_walk
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robots", nargs="+", default=["talos", "g1"])

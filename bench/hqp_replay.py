@@ -27,7 +27,7 @@ def record(robot_name: str, seconds: float, count: int, out: str) -> str:
     from whole_body_control.config import wbc_config_for
     from whole_body_control.controller import WholeBodyController
     from whole_body_control.robot import load_robot
-    from whole_body_control.walking import run_walk
+    from whole_body_control.runs.walk import run_walk
 
     robot = load_robot(robot_name)
     ctrl = WholeBodyController(robot, wbc_config_for(robot))
@@ -38,9 +38,9 @@ def record(robot_name: str, seconds: float, count: int, out: str) -> str:
 
 
 def main() -> None:
-    from whole_body_control.bench import versions
     from whole_body_control.config import SolverConfig
     from whole_body_control.hqp import HierarchicalQP, load_recorded, solve_recorded
+    from whole_body_control.runs.bench import versions
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", nargs="?")

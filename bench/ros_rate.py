@@ -20,7 +20,7 @@ import _common
 
 
 def main() -> None:
-    from whole_body_control.bench import versions
+    from whole_body_control.runs.bench import versions
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robots", nargs="+", default=["talos", "g1"])

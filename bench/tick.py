@@ -3,7 +3,7 @@
     python bench/tick.py [--robots talos g1 wbc_humanoid] [--ticks 3000] [--warmup 300]
 
 Prints a table, then a JSON line: ``{"results": [...], "versions": {...}}``
-(``whole_body_control.bench.bench_tick`` per robot and level count).
+(``whole_body_control.runs.bench.bench_tick`` per robot and level count).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import _common
 
 
 def main() -> None:
-    from whole_body_control.bench import bench_tick, versions
     from whole_body_control.robot import available_robots
+    from whole_body_control.runs.bench import bench_tick, versions
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robots", nargs="+", default=None, help="default: every robot")

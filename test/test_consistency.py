@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from whole_body_control.consistency import check_consistency, compare_report
 from whole_body_control.errors import ModelMismatch
 from whole_body_control.robot import RobotModel, available_robots, load_config, load_robot
 from whole_body_control.sim import SimConfig, Simulation
+from whole_body_control.sim.consistency import check_consistency, compare_report
 
 
 @pytest.mark.parametrize("name", available_robots())

@@ -4,7 +4,11 @@
   need (errors, YAML config loading, the QP backend, the share lookup) is in
   ``zmp_walker.base``, below both;
 * ``zmp_walker.base`` imports nothing of ``zmp_walker`` above it (source check);
-* the hardware ROS nodes (controller, state estimator, walker) load no MuJoCo.
+* the hardware ROS nodes (controller, state estimator, walker) load no MuJoCo and
+  none of the runs;
+* the controller core (every module of ``whole_body_control`` outside ``sim``,
+  ``runs`` and ``ros``, and the CLI) imports neither the simulation nor the runs
+  nor ROS (source check, function bodies included).
 """
 
 from __future__ import annotations
@@ -109,3 +113,21 @@ def test_hardware_node_loads_no_mujoco(node):
     loaded = loaded_after_import([node])
     assert "mujoco" not in loaded
     assert "whole_body_control.sim" not in loaded
+
+
+CORE_EXCEPTIONS = {"cli.py"}  # the command line drives everything
+
+
+def test_the_core_imports_no_simulation_runs_or_ros():
+    layers = ("whole_body_control.sim", "whole_body_control.runs", "whole_body_control.ros", "rclpy", "mujoco")
+    core = [p for p in sorted((SOURCE / "whole_body_control").glob("*.py")) if p.name not in CORE_EXCEPTIONS]
+    assert {p.name for p in core} >= {"controller.py", "hqp.py", "control_stage.py", "walker_stage.py"}
+    for path in core:
+        above = {n for n in imported_names(path) if any(n == x or n.startswith(x + ".") for x in layers)}
+        assert not above, f"whole_body_control/{path.name} imports {sorted(above)}"
+
+
+def test_hardware_nodes_load_none_of_the_runs():
+    loaded = loaded_after_import(list(HARDWARE_NODES))
+    assert not {m for m in loaded if m.startswith("whole_body_control.runs")}
+    assert not {m for m in loaded if m.startswith("whole_body_control.sim")}

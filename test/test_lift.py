@@ -171,8 +171,8 @@ def test_airborne_hold_drops_contacts_and_gives_finite_torques():
 
 
 def test_talos_lifted_while_walking_stops_and_does_not_fall():
-    from whole_body_control.scenarios import hoist
-    from whole_body_control.walking import run_walk
+    from whole_body_control.runs.scenarios import hoist
+    from whole_body_control.runs.walk import run_walk
 
     robot = load_robot("talos")
     seen = {"ref": None, "moved": 0.0, "statuses": set()}

@@ -54,7 +54,7 @@ from whole_body_control.ros.graph import (  # noqa: E402
     params_path,
 )
 from whole_body_control.state import RobotState  # noqa: E402
-from whole_body_control.walking import contacts_ahead, make_walker  # noqa: E402
+from whole_body_control.walker_stage import contacts_ahead, make_walker  # noqa: E402
 from zmp_walker import MeasuredState, load_walker_config  # noqa: E402
 
 MS = 1_000_000  # [ns]

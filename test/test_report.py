@@ -11,11 +11,11 @@ import pytest
 from rosbags.rosbag2 import Reader
 from rosbags.typesys import Stores, get_typestore
 
-from whole_body_control import report
-from whole_body_control.mcap_log import TOPICS, read_topics
-from whole_body_control.progress import Progress
 from whole_body_control.robot import load_robot
-from whole_body_control.runner import run_stand
+from whole_body_control.runs import report
+from whole_body_control.runs.mcap_log import TOPICS, read_topics
+from whole_body_control.runs.progress import Progress
+from whole_body_control.runs.runner import run_stand
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "report.md"
 WALK_ONLY = {"/zmp_ref", "/footsteps", "/footsteps/markers"}

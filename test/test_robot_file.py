@@ -58,7 +58,7 @@ def test_a_robot_file_outside_the_project_stands_and_walks(robot_dir):
 def test_the_robot_files_sections_are_the_ones_used(robot_dir):
     from whole_body_control.config import wbc_config_for
     from whole_body_control.robot import load_robot
-    from whole_body_control.walking import walker_config_for
+    from whole_body_control.walker_stage import walker_config_for
 
     robot = load_robot(robot_dir / "my_humanoid.yaml")
     assert wbc_config_for(robot).contacts.cop_margin == 0.008

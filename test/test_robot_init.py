@@ -188,7 +188,7 @@ def test_unusable_input_is_exit_code_2(tmp_path, args, fragments):
 def test_walker_scaling_anchors_are_the_shipped_robots_leg_lengths():
     """The leg lengths the walker scaling is anchored on are those of the shipped G1 and Talos."""
     from whole_body_control.robot import load_robot
-    from whole_body_control.robot_init import ANCHORS, _ancestors, _find_ankles, _leg_length
+    from whole_body_control.runs.robot_init import ANCHORS, _ancestors, _find_ankles, _leg_length
 
     for name, length in ANCHORS.items():
         robot = load_robot(name, fresh=False)

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from whole_body_control import scenarios
 from whole_body_control.errors import ConfigError
 from whole_body_control.robot import load_robot
+from whole_body_control.runs import scenarios
 from whole_body_control.sim import Simulation
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from whole_body_control.robot import load_robot
-from whole_body_control.scenarios import (
+from whole_body_control.runs.scenarios import (
     ROS_NOT_APPLICABLE,
     ROS_RUNS,
     SCENARIOS,
@@ -50,7 +50,7 @@ def test_a_stop_at_the_planned_time_gives_the_in_process_footsteps(steps):
     pause and applied at the next batch start (up to one horizon later, on the walker's
     grid); its footsteps and timing are walk_steps(steps)'s."""
     from whole_body_control.state import RobotState
-    from whole_body_control.walking import make_walker
+    from whole_body_control.walker_stage import make_walker
     from zmp_walker import load_walker_config
 
     robot = load_robot("talos")

@@ -15,7 +15,6 @@ import pinocchio as pin
 import pytest
 
 from whole_body_control import yaml_config
-from whole_body_control.consistency import random_configuration
 from whole_body_control.errors import ConfigError
 from whole_body_control.robot import available_robots, load_robot
 from whole_body_control.sim import (
@@ -26,6 +25,7 @@ from whole_body_control.sim import (
     qvel_to_v,
     v_to_qvel,
 )
+from whole_body_control.sim.consistency import random_configuration
 
 ROBOTS = available_robots()
 G = 9.81

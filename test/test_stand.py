@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from whole_body_control.robot import available_robots, load_robot
-from whole_body_control.runner import run_stand
+from whole_body_control.runs.runner import run_stand
 
 
 @pytest.mark.parametrize("name", available_robots())

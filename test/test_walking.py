@@ -11,13 +11,8 @@ from whole_body_control import geometry
 from whole_body_control.controller import WholeBodyController
 from whole_body_control.errors import ConfigError
 from whole_body_control.robot import load_robot
-from whole_body_control.walking import (
-    contacts_ahead,
-    make_walker,
-    run_walk,
-    sim_support_polygon,
-    walker_to_reference,
-)
+from whole_body_control.runs.walk import run_walk, sim_support_polygon
+from whole_body_control.walker_stage import contacts_ahead, make_walker, walker_to_reference
 from zmp_walker import FootRef, WalkerReference
 from zmp_walker.geometry import rotation_z
 

@@ -10,7 +10,7 @@ from whole_body_control.config import LevelConfig, TaskConfig, WbcConfig, load_w
 from whole_body_control.controller import Reference, WholeBodyController
 from whole_body_control.errors import ConfigError
 from whole_body_control.robot import load_robot
-from whole_body_control.runner import run_stand
+from whole_body_control.runs.runner import run_stand
 
 
 def independent_dynamics_residual(robot, q, v, result):

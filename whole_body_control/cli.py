@@ -50,7 +50,7 @@ def _load_robot(args):
 
 def _warn_quick_checks(robot) -> None:
     """The quick part of `wbc check` (frames, sole flatness, locked joints): a warning per failure."""
-    from whole_body_control.robot_check import quick_checks
+    from whole_body_control.runs.robot_check import quick_checks
 
     for check in quick_checks(robot):
         if not check.passed:
@@ -119,8 +119,8 @@ def _save_hardest(args, ctrl, summary: dict) -> None:
 
 def cmd_stand(args) -> int:
     from whole_body_control.config import wbc_config_for
-    from whole_body_control.progress import Progress
-    from whole_body_control.runner import run_stand
+    from whole_body_control.runs.progress import Progress
+    from whole_body_control.runs.runner import run_stand
 
     robot = _load_robot(args)
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
@@ -142,8 +142,9 @@ def cmd_stand(args) -> int:
 
 def cmd_walk(args) -> int:
     from whole_body_control.config import wbc_config_for
-    from whole_body_control.progress import Progress
-    from whole_body_control.walking import run_walk, walker_config_for
+    from whole_body_control.runs.progress import Progress
+    from whole_body_control.runs.walk import run_walk
+    from whole_body_control.walker_stage import walker_config_for
 
     robot = _load_robot(args)
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
@@ -191,7 +192,7 @@ def _check_walk_command(args, robot, walker_config, source: str) -> None:
 
 
 def cmd_bench(args) -> int:
-    from whole_body_control.bench import bench_tick
+    from whole_body_control.runs.bench import bench_tick
 
     summary = bench_tick(
         args.robot, levels=args.levels, ticks=args.ticks, warmup=args.warmup, wbc_config=args.wbc_config
@@ -201,7 +202,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from whole_body_control.demo import run_demo
+    from whole_body_control.runs.demo import run_demo
 
     summary = run_demo(Path(args.out), robot=_load_robot(args))
     _print_result(summary, args.json)
@@ -209,7 +210,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_scenarios(args) -> int:
-    from whole_body_control.scenarios import format_row, format_table, run_suite
+    from whole_body_control.runs.scenarios import format_row, format_table, run_suite
 
     def progress(result):  # each row as it comes, on a terminal
         if sys.stderr.isatty():
@@ -217,12 +218,12 @@ def cmd_scenarios(args) -> int:
 
     options = None
     if args.through == "ros":
-        from whole_body_control.scenarios import RosOptions
+        from whole_body_control.runs.scenarios import RosOptions
 
         options = RosOptions(control_period=args.control_period)
     robot = _load_robot(args)  # a bad robot, WBC or walker file stops here, before the suite starts
     from whole_body_control.config import wbc_config_for
-    from whole_body_control.walking import walker_config_for
+    from whole_body_control.walker_stage import walker_config_for
 
     wbc_config_for(robot)
     walker_config_for(robot)
@@ -244,7 +245,7 @@ def cmd_scenarios(args) -> int:
 
 
 def cmd_robot_init(args) -> int:
-    from whole_body_control.robot_init import init_robot
+    from whole_body_control.runs.robot_init import init_robot
 
     summary = init_robot(
         Path(args.urdf), Path(args.output), srdf=Path(args.srdf) if args.srdf else None, name=args.name
@@ -264,7 +265,7 @@ def cmd_robot_init(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from whole_body_control.robot_check import format_report, run_checks
+    from whole_body_control.runs.robot_check import format_report, run_checks
 
     report = run_checks(args.robot)
     if args.json:

@@ -34,7 +34,7 @@ from whole_body_control.errors import WbcError
 from whole_body_control.estimation import SIDES, LegOdometry
 from whole_body_control.lift import LiftDetector
 from whole_body_control.robot import RobotModel
-from whole_body_control.walking import walker_to_reference
+from whole_body_control.walker_stage import walker_to_reference
 from zmp_walker import WalkerReference
 
 

@@ -165,9 +165,7 @@ class Reference:
             shapes.append((na,))
             labels.append((None, "posture"))
         arrays = (
-            _checked_fields(values, shapes, lambda i: " ".join(x for x in labels[i] if x is not None))
-            if values
-            else []
+            _checked_fields(values, shapes, lambda i: " ".join(x for x in labels[i] if x is not None)) if values else []
         )
         com = {k: arrays[i] for i, (k, _) in enumerate(com_keys)}
         frames = {}

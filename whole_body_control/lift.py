@@ -13,7 +13,7 @@ one to leave, so that noise around one level does not toggle the state).
 A walking robot never unloads both feet (no flight phase) and a fall on the
 feet does not either, so the thresholds can be small; the debounce filters a
 foot that bounces at touchdown or a sensor spike.  While lifted, the capture
-point criterion of :class:`~whole_body_control.runner.FallDetector` is void
+point criterion of :class:`~whole_body_control.sim.fall.FallDetector` is void
 (the feet carry nothing: the support polygon does not hold the robot).
 """
 

@@ -499,7 +499,7 @@ def load_robot(
 
     ``wbc_config`` / ``walker_config``: files in place of ``config/wbc.yaml`` and
     ``config/walker.yaml`` for this robot (see :func:`whole_body_control.config.wbc_config_for`
-    and :func:`whole_body_control.walking.walker_config_for`).
+    and :func:`whole_body_control.runs.walk.walker_config_for`).
     With ``fresh=False`` a cached instance is shared (read-only use only).
     """
     for flag, path in (("--wbc-config", wbc_config), ("--walker-config", walker_config)):

@@ -340,7 +340,7 @@ def run_graph(
     walker has taken it, then un-pauses: in lockstep the run is deterministic.
 
     What a user of the graph can do, at exact simulated times (for the scenario suite,
-    :func:`whole_body_control.scenarios.run_through_ros`):
+    :func:`whole_body_control.runs.scenarios.run_through_ros`):
 
     * ``pushes``: ``(t [s], body ('' = torso), force [N] (world))`` sent on /sim/push
       before the start, stamped ``t``: the bridge applies each for its ``push_duration``;

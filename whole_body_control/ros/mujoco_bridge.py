@@ -71,8 +71,8 @@ from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
 from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
-from whole_body_control.runner import FallDetector
 from whole_body_control.sim import SimConfig, Simulation
+from whole_body_control.sim.fall import FallDetector
 
 PARAMS = [
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),

@@ -55,7 +55,7 @@ from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
 from whole_body_control.ros.qos import REFERENCE_QOS, STATE_QOS
 from whole_body_control.state import RobotState
-from whole_body_control.walking import contacts_ahead, make_walker, walker_config_for
+from whole_body_control.walker_stage import contacts_ahead, make_walker, walker_config_for
 from zmp_walker import MeasuredState, WalkerError
 
 PARAMS = [

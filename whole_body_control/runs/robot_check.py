@@ -9,7 +9,7 @@ Checks, in order (a check that cannot run because an earlier one failed says so)
   posture (the robot file has no rotation field for them);
 * ``sole flatness``: both soles flat and at the same height at the reference posture;
 * ``locked joints``: Pinocchio and MuJoCo agree on them (MuJoCo simulates every URDF joint);
-* ``consistency``: Pinocchio against MuJoCo (:mod:`whole_body_control.consistency`): joints,
+* ``consistency``: Pinocchio against MuJoCo (:mod:`whole_body_control.sim.consistency`): joints,
   masses, spatial inertias, CoM, sole placements, limits;
 * ``wbc and walker``: the robot's WBC and walker sections load and fit its soles.
 
@@ -36,7 +36,7 @@ from whole_body_control.robot import (
     resolve_package_uri,
     resolve_urdf,
 )
-from whole_body_control.robot_init import MUJOCO_MESH_EXTENSIONS
+from whole_body_control.runs.robot_init import MUJOCO_MESH_EXTENSIONS
 
 FRAME_TOLERANCE_DEG = 10.0  # base / torso axes within this of the soles' [deg]
 FLAT_TOLERANCE_DEG = 0.5  # sole tilt at the reference posture [deg]
@@ -164,8 +164,8 @@ def check_locked_joints(robot: RobotModel) -> Check:
 
 
 def check_consistency_of(robot: RobotModel) -> Check:
-    from whole_body_control.consistency import compare_report
     from whole_body_control.sim import SimConfig, Simulation
+    from whole_body_control.sim.consistency import compare_report
 
     try:
         sim = Simulation(robot, SimConfig(visual_meshes=False))
@@ -188,7 +188,7 @@ def check_consistency_of(robot: RobotModel) -> Check:
 
 def check_sections(robot: RobotModel) -> Check:
     from whole_body_control.config import wbc_config_for
-    from whole_body_control.walking import walker_config_for
+    from whole_body_control.walker_stage import walker_config_for
 
     try:
         wbc_config_for(robot)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from whole_body_control.robot import RobotModel, load_robot
-from whole_body_control.runner import run_stand
+from whole_body_control.runs.runner import run_stand
 
 
 def run_demo(out: Path, robot: str | RobotModel = "talos") -> dict:
@@ -25,7 +25,7 @@ def run_demo(out: Path, robot: str | RobotModel = "talos") -> dict:
         "push": run_stand(model, 4.0, push_dv=(0.0, 0.25), push_at=1.5, out_dir=out / "push"),
     }
     try:
-        from whole_body_control.walking import run_walk
+        from whole_body_control.runs.walk import run_walk
 
         parts["walk"] = run_walk(model, 0.2, 0.0, 0.0, 8, None, 1.0, None, None, out / "walk")
     except Exception as exc:  # the demo still reports standing if walking cannot run

@@ -8,7 +8,7 @@ URIs) into an ``mujoco.MjSpec`` that is then edited:
 * static (fixed-joint) links kept as separate bodies (``fusestatic`` off) and
   masses / inertias taken verbatim from the URDF (``inertiafromgeom`` false,
   no inertia balancing), so that the mass moved by each joint equals
-  Pinocchio's ``model.inertias[j]`` (checked by :mod:`whole_body_control.consistency`);
+  Pinocchio's ``model.inertias[j]`` (checked by :mod:`whole_body_control.sim.consistency`);
 * the URDF ``<dynamics>`` damping / friction are replaced by
   :class:`SimConfig` values (Pinocchio's dynamics do not model them);
 * per foot a massless body at the sole frame carrying a collision BOX that

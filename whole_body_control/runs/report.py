@@ -3,8 +3,8 @@
 ``Recorder.write(out_dir, summary)`` writes ``summary.json``, ``timeseries.npz``,
 the plots (top view, tracking errors, torques against limits, solve times),
 and, from what :meth:`Recorder.log_tick` saw, a ROS 2 bag in MCAP storage
-(``bag/``, see :mod:`whole_body_control.mcap_log` and ``docs/report.md``) and a
-video (``run.mp4``, see :mod:`whole_body_control.video`); ``index.html`` links them.
+(``bag/``, see :mod:`whole_body_control.runs.mcap_log` and ``docs/report.md``) and a
+video (``run.mp4``, see :mod:`whole_body_control.sim.video`); ``index.html`` links them.
 What is written besides the summary, time series and plots is chosen by
 :class:`ReportOptions`, set for a block of code with :func:`options`.
 """
@@ -88,13 +88,13 @@ class Recorder:
         after the tick's :meth:`add` with ``t``; the bag keeps the same ticks)."""
         if self.options.video:
             if self.video is None:
-                from whole_body_control.video import VideoRecorder
+                from whole_body_control.sim.video import VideoRecorder
 
                 self.video = VideoRecorder(self.options.video_fps, self.options.video_size)
             self.video.tick(t, sim)
         if self.options.mcap and self._keep:
             if self.mcap is None:
-                from whole_body_control.mcap_log import McapLog
+                from whole_body_control.runs.mcap_log import McapLog
 
                 self.mcap = McapLog(self.robot)
             self.mcap.tick(t, sim, ctrl, result, polygon)

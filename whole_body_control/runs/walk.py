@@ -42,175 +42,28 @@ import numpy as np
 
 from whole_body_control import geometry
 from whole_body_control.config import wbc_config_for
-from whole_body_control.controller import Reference, WholeBodyController
+from whole_body_control.controller import WholeBodyController
 from whole_body_control.errors import ConfigError
 from whole_body_control.lift import LiftDetector
-from whole_body_control.report import Recorder
 from whole_body_control.robot import RobotModel
-from whole_body_control.tasks import FrameReference
-from zmp_walker import (
-    FootPose,
-    MeasuredState,
-    PatternGenerator,
-    SoleRect,
-    WalkerConfig,
-    WalkerReference,
-    load_walker_config,
+from whole_body_control.runs.report import Recorder
+from whole_body_control.walker_stage import (
+    SIDES,
+    contacts_ahead,
+    make_walker,
+    rot_z,
+    walker_to_reference,
+    yaw_of,
 )
-from zmp_walker.base.yaml_config import read_yaml
-from zmp_walker.config import default_config_path
+from zmp_walker import MeasuredState, WalkerConfig, WalkerReference
 
 if TYPE_CHECKING:
-    # MuJoCo comes in with run_walk only: the hardware ROS nodes import this module for
-    # walker_to_reference, make_walker and contacts_ahead (test/test_layers.py).
     from whole_body_control.sim import SimConfig, Simulation
 
-SIDES = ("left", "right")
-COM_MODES = ("reference", "dcm")
 LIFTED_HOLD = 1.5  # [s] a lifted run lasts this long after the lift was detected (then ends)
 
 
-# -- the conversion ---------------------------------------------------------------------
-
-
-def _yaw(rotation: np.ndarray) -> float:
-    return math.atan2(rotation[1, 0], rotation[0, 0])
-
-
-def _rot_z(yaw: float) -> np.ndarray:
-    c, s = math.cos(yaw), math.sin(yaw)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
-
-def walker_to_reference(
-    ref: WalkerReference,
-    contacts: dict[str, bool] | None = None,
-    com_mode: str = "reference",
-    measured_com: np.ndarray | None = None,
-    measured_vcom: np.ndarray | None = None,
-) -> Reference:
-    """Controller reference for one tick from the walker's reference (world frame, SI).
-
-    * ``left_foot`` / ``right_foot`` frame references: the walker's sole
-      references (position, rotation, velocities, accelerations);
-    * contacts: ``contacts`` if given (the caller's lift-off anticipation),
-      else the walker's ``in_contact`` flags;
-    * ``torso`` / ``base`` orientation references: upright, heading the mean
-      yaw of the two soles, turning at their mean yaw rate;
-    * CoM: ``"reference"``: the planned position, velocity and acceleration;
-      ``"dcm"``: the walker's ``com_acc`` (its DCM feedback on the measured
-      state) with the horizontal position and velocity references set to the
-      measured ones (``measured_com``, ``measured_vcom``), so that the CoM
-      task adds no second horizontal feedback.
-    """
-    if com_mode not in COM_MODES:
-        raise ConfigError(f"com_mode must be one of {COM_MODES}, got '{com_mode}'")
-    frames: dict[str, FrameReference] = {}
-    for side in SIDES:
-        f = ref.feet[side]
-        frames[f"{side}_foot"] = FrameReference(
-            np.array(f.pos, dtype=float),
-            np.array(f.rotation, dtype=float),
-            np.array(f.lin_vel, dtype=float),
-            np.array(f.ang_vel, dtype=float),
-            np.array(f.lin_acc, dtype=float),
-            np.array(f.ang_acc, dtype=float),
-        )
-    yaws = [_yaw(ref.feet[s].rotation) for s in SIDES]
-    heading = math.atan2(sum(math.sin(y) for y in yaws), sum(math.cos(y) for y in yaws))
-    yaw_rate = 0.5 * sum(float(ref.feet[s].ang_vel[2]) for s in SIDES)
-    yaw_acc = 0.5 * sum(float(ref.feet[s].ang_acc[2]) for s in SIDES)
-    upright = FrameReference(
-        np.array(ref.com_pos, dtype=float),  # position is masked out: orientation tasks
-        _rot_z(heading),
-        ang_vel=np.array([0.0, 0.0, yaw_rate]),
-        ang_acc=np.array([0.0, 0.0, yaw_acc]),
-    )
-    frames["torso"] = upright
-    frames["base"] = upright
-    com_pos = np.array(ref.com_pos, dtype=float)
-    com_vel = np.array(ref.com_vel, dtype=float)
-    com_acc = np.array(ref.com_acc, dtype=float)
-    if com_mode == "dcm":
-        if measured_com is None or measured_vcom is None:
-            raise ConfigError("com_mode 'dcm' needs the measured CoM position and velocity")
-        com_pos[:2] = measured_com[:2]
-        com_vel[:2] = measured_vcom[:2]
-    if contacts is None:
-        contacts = {s: bool(ref.feet[s].in_contact) for s in SIDES}
-    return Reference(com_pos=com_pos, com_vel=com_vel, com_acc=com_acc, frames=frames, contacts=dict(contacts))
-
-
 # -- set-up -------------------------------------------------------------------------------
-
-
-def walker_config_for(robot: RobotModel) -> tuple[WalkerConfig, str]:
-    """The walker configuration for ``robot`` and where it comes from (for messages).
-
-    The base values come from ``robot.walker_config_path`` (``--walker-config``) or
-    ``config/walker.yaml``; onto them goes the robot file's ``walker`` section when it
-    has one, else that file's ``robots.<name>`` section; with ``--walker-config`` and
-    neither, the file's base values are used as they are.
-
-    Raises:
-        ConfigError: no section for the robot (the message says where to add one), a bad
-            key or value (naming the file and the key), a ZMP margin that leaves no room
-            on a sole.
-    """
-    path = robot.walker_config_path or default_config_path()
-    section, where = robot.section("walker")
-    if section is not None:
-        config = load_walker_config(path, overlay=section, overlay_source=where)
-        source = f"{path} (with {where})"
-    else:
-        robots = read_yaml(path).get("robots") or {}
-        if isinstance(robots, dict) and robot.name in robots:
-            config, source = load_walker_config(path, robot=robot.name), f"{path}: robots.{robot.name}"
-        elif robot.walker_config_path is not None:
-            config, source = load_walker_config(path), str(path)
-        else:
-            raise ConfigError(
-                f"no walker section for robot '{robot.name}': add a 'walker:' mapping to {robot.source} "
-                f"(merged onto the base values of {path}), a 'robots.{robot.name}' section to {path}, "
-                "or pass --walker-config FILE"
-            )
-    margin = config.zmp_margin
-    for side, foot in robot.feet.items():
-        s = foot.sole
-        room = 0.5 * min(s.x_max - s.x_min, s.y_max - s.y_min)
-        if margin >= room:
-            raise ConfigError(
-                f"{source}: zmp_margin ({margin:g} m) leaves no room for the ZMP on the {side} sole: "
-                f"{side}_foot.sole in {robot.source} is {s.x_max - s.x_min:.4g} m x {s.y_max - s.y_min:.4g} m, "
-                f"so zmp_margin must be < {room:.4g} m (half its shorter side), or the sole larger"
-            )
-    return config, source
-
-
-def sole_rect(robot: RobotModel, side: str) -> SoleRect:
-    s = robot.feet[side].sole
-    return SoleRect(s.x_min, s.x_max, s.y_min, s.y_max)
-
-
-def make_walker(
-    robot: RobotModel, ctrl: WholeBodyController, config: WalkerConfig | None = None, ground_height=None
-) -> PatternGenerator:
-    """Pattern generator seeded at the controller's current state (sole poses and CoM);
-    ``ground_height(x, y) -> z`` [m] is the terrain for its footsteps (None: flat)."""
-    config = config if config is not None else walker_config_for(robot)[0]
-    feet = {}
-    for side in SIDES:
-        oMf = ctrl.state.placement(robot.foot_frame_ids[side])
-        feet[side] = FootPose(oMf.translation.copy(), _yaw(oMf.rotation))
-    return PatternGenerator(
-        config,
-        feet["left"],
-        feet["right"],
-        ctrl.state.com.copy(),
-        sole_rect(robot, "left"),
-        sole_rect(robot, "right"),
-        ground_height,
-    )
 
 
 def sim_support_polygon(sim: Simulation, robot: RobotModel, min_force: float = 1e-6) -> np.ndarray:
@@ -232,17 +85,9 @@ def capture_polygon(polygon: np.ndarray, ref: WalkerReference, robot: RobotModel
     if not swinging or not upcoming or upcoming[0].side != swinging[0]:
         return polygon
     step = upcoming[0]
-    R = _rot_z(step.yaw)
+    R = rot_z(step.yaw)
     corners = (R @ robot.feet[step.side].sole.corners().T).T[:, :2] + step.position[:2]
     return geometry.convex_hull(np.vstack([polygon, corners]) if len(polygon) else corners)
-
-
-def contacts_ahead(walker: PatternGenerator, t: float, lead: float) -> dict[str, bool]:
-    """Contacts for the controller: a foot is released ``lead`` [s] before the walker lifts it."""
-    now = walker.schedule.contacts_at(t)
-    ahead = walker.schedule.contacts_at(t + lead)
-    # release early (ahead says off while now on); never add early
-    return {s: now[s] and ahead[s] for s in SIDES}
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -283,7 +128,7 @@ def run_walk(
     perfect terrain map); the controller's contacts take the footstep heights
     from the walker's foot references.
 
-    Hooks for robustness scenarios (all optional, see :mod:`whole_body_control.scenarios`):
+    Hooks for robustness scenarios (all optional, see :mod:`whole_body_control.runs.scenarios`):
     ``sim_hook(sim)`` edits the simulation once before the reset (masses,
     gravity); ``observe_hook(t, q, v) -> (q, v)`` is what the controller reads
     (sensor noise); ``actuate_hook(t, tau, sim) -> tau`` is the torque applied to
@@ -312,8 +157,9 @@ def run_walk(
     and the run ends ``LIFTED_HOLD`` [s] later; ``lifted_at_s`` says when
     (``None``: never lifted).
     """
-    from whole_body_control.runner import FallDetector, RunStats, push_body, record_tick
+    from whole_body_control.runs.runner import RunStats, push_body, record_tick
     from whole_body_control.sim import SimConfig, Simulation
+    from whole_body_control.sim.fall import FallDetector
 
     if int(steps) != steps or steps < 1:
         raise ConfigError(f"steps must be a positive integer, got {steps}")
@@ -387,7 +233,7 @@ def run_walk(
         com_err = float(np.linalg.norm(wref.com_pos - st.com))
         if walking:
             com_err_max = max(com_err_max, com_err)
-            heading = _yaw(reference.frames["base"].rot)
+            heading = yaw_of(reference.frames["base"].rot)
             d = st.com[:2] - wref.com_pos[:2]
             lateral_max = max(lateral_max, float(abs(-math.sin(heading) * d[0] + math.cos(heading) * d[1])))
         polygon = sim_support_polygon(sim, robot)
@@ -401,7 +247,7 @@ def run_walk(
             if now and not prev_contact[side]:
                 oMf = sim.sole_placement(side)
                 landed.append(
-                    {"side": side, "t": round(t, 4), "pos": oMf.translation.copy(), "yaw": _yaw(oMf.rotation)}
+                    {"side": side, "t": round(t, 4), "pos": oMf.translation.copy(), "yaw": yaw_of(oMf.rotation)}
                 )
             prev_contact[side] = now
         if recorder is not None:

@@ -1,15 +1,15 @@
 """Robustness suite behind ``wbc scenarios``: closed-loop runs in MuJoCo under
 disturbances and model errors, each with a pass/fail verdict and its key figures.
 
-Every scenario reuses :func:`~whole_body_control.runner.run_stand` or
-:func:`~whole_body_control.walking.run_walk` and changes the run only through
+Every scenario reuses :func:`~whole_body_control.runs.runner.run_stand` or
+:func:`~whole_body_control.runs.walk.run_walk` and changes the run only through
 their hooks: ``sim_hook`` (the simulated model: masses, gravity), ``observe_hook``
 (what the controller reads: sensor noise), ``actuate_hook`` (what the simulation
 applies: latency, a hoist force) and ``on_tick`` (watching, or changing the
 controller mid-run).  Only the simulation is changed: the controller keeps its
 nominal model (masses, friction 0.7, flat ground, no delay).
 
-A fall is :class:`~whole_body_control.runner.FallDetector`'s: base below the
+A fall is :class:`~whole_body_control.sim.fall.FallDetector`'s: base below the
 robot's ``fall_height``, a non-foot body on the ground, or the capture point
 more than 5 cm outside the support polygon for 0.2 s.  A walking scenario
 passes when the robot does not fall, lands every step within ``FOOTSTEP_TOLERANCE``
@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from whole_body_control import report
 from whole_body_control.config import wbc_config_for
 from whole_body_control.errors import ConfigError
+from whole_body_control.runs import report
 
 FRICTION_ASSUMED = 0.7  # [-] the controller's friction coefficient in the friction scenarios
 WALK_SPEED = 0.25  # [m/s]
@@ -230,7 +230,7 @@ def _stand_figures(summary: dict) -> dict:
 
 
 def _walk(robot, out_dir, steps: int = SHORT_WALK, **kw) -> dict:
-    from whole_body_control.walking import run_walk
+    from whole_body_control.runs.walk import run_walk
 
     summary = run_walk(
         robot,
@@ -252,7 +252,7 @@ def _walk(robot, out_dir, steps: int = SHORT_WALK, **kw) -> dict:
 
 
 def stand(robot, out_dir) -> dict:
-    from whole_body_control.runner import run_stand
+    from whole_body_control.runs.runner import run_stand
 
     return _stand_figures(run_stand(robot, 10.0, out_dir=out_dir))
 
@@ -274,7 +274,7 @@ def friction(value: float):
 
 
 def push_lateral_double_support(robot, out_dir) -> dict:
-    from whole_body_control.runner import run_stand
+    from whole_body_control.runs.runner import run_stand
 
     peak = {"com_dev": 0.0}
 
@@ -290,7 +290,7 @@ def push_lateral_double_support(robot, out_dir) -> dict:
 def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
     """While walking, the first single support after 2 s: a push of ``dv`` [m/s]
     towards the swing foot's side, 0.1 s after lift-off."""
-    from whole_body_control.runner import push_body
+    from whole_body_control.runs.runner import push_body
 
     state: dict = {}
 
@@ -340,7 +340,7 @@ def push_search(fall_reason_at, start: float, step: float, limit: float) -> dict
 
 def push_forward_search(robot, out_dir, start: float = 0.1, step: float = 0.05, limit: float = 1.5) -> dict:
     """Standing, the largest forward push [m/s] survived: increase by ``step`` until a fall."""
-    from whole_body_control.runner import run_stand
+    from whole_body_control.runs.runner import run_stand
 
     def fall_reason_at(dv: float) -> str | None:
         s = run_stand(robot, 3.0, push_dv=(dv, 0.0), push_at=1.0)
@@ -353,7 +353,7 @@ def overload(robot, out_dir) -> dict:
     """A sustained push of 0.5 m g on the torso for 2 s: it must be detected as a fall
     and end in latched damping with finite torques."""
     from whole_body_control.controller import WholeBodyController
-    from whole_body_control.runner import push_body, run_stand
+    from whole_body_control.runs.runner import push_body, run_stand
 
     ctrl = WholeBodyController(robot, wbc_config_for(robot))
     seen = {"finite": True, "last_status": None}
@@ -434,7 +434,7 @@ def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_W
     import pinocchio as pin
 
     from whole_body_control.sim import SimConfig
-    from whole_body_control.walking import walker_config_for
+    from whole_body_control.walker_stage import walker_config_for
 
     walker_config = walker_config_for(robot)[0]
     data = robot.model.createData()
@@ -529,7 +529,7 @@ def determinism(robot, out_dir) -> dict:
 def _seeded_walk(spec: dict, out_dir: str) -> None:
     """One run of :func:`determinism` (in its own process)."""
     from whole_body_control.robot import load_robot
-    from whole_body_control.walking import run_walk
+    from whole_body_control.runs.walk import run_walk
 
     with report.options(video=False):
         robot = load_robot(**spec)
@@ -558,7 +558,7 @@ def infeasible_qp(robot, out_dir) -> dict:
     its weight: every level's QP is infeasible).  No exception, the fallback ladder
     acts, the torques stay finite."""
     from whole_body_control.controller import WholeBodyController
-    from whole_body_control.runner import run_stand
+    from whole_body_control.runs.runner import run_stand
 
     ctrl = WholeBodyController(robot, wbc_config_for(robot))
     nominal = ctrl._tau_bound.copy()  # no public setter for the torque limits
@@ -600,7 +600,7 @@ def lifted(robot, out_dir) -> dict:
     step lifts off, the foot references stay put) within 0.5 s of losing the ground,
     and no fall may be declared.
 
-    Nothing tells the controller: :func:`~whole_body_control.walking.run_walk`'s
+    Nothing tells the controller: :func:`~whole_body_control.runs.walk.run_walk`'s
     :class:`~whole_body_control.lift.LiftDetector` sees both soles' normal forces
     (the force sensors) below 7 % of the weight for 50 ms, freezes the walker
     (no closing step) and puts the controller in its airborne posture hold; the
@@ -770,7 +770,7 @@ def walk_plan(robot, steps: int, speed: float = WALK_SPEED, settle_time: float =
     import types
 
     from whole_body_control.state import RobotState
-    from whole_body_control.walking import make_walker, walker_config_for
+    from whole_body_control.walker_stage import make_walker, walker_config_for
 
     if int(steps) != steps or steps < 2:
         raise ConfigError(f"a walk through ROS needs at least 2 steps, got {steps}")
