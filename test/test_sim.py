@@ -352,3 +352,17 @@ def test_render_offscreen(backend):
     std = float(result.stdout.split()[-1])
     assert result.stdout.startswith("(48, 64, 3) uint8"), result.stdout
     assert std > 5.0, "blank frame"
+
+
+def test_a_body_on_the_ground_is_named_from_the_contact_geoms_as_from_the_forces():
+    """Talos collapses without torques: the fast geom check (the bridge asks every step)
+    names the same body as the full contact pass, from standing to lying."""
+    sim = Simulation(load_robot("talos", fresh=False), SimConfig(visual_meshes=False))
+    sim.reset()
+    named = set()
+    for _ in range(1500):
+        sim.step(np.zeros(sim.robot.na))
+        body = sim.non_foot_ground_contact()
+        assert body == sim._ground_contact_forces().non_foot_body
+        named.add(body)
+    assert None in named and len(named) >= 2  # on its feet first, then a body down

@@ -465,6 +465,8 @@ class Simulation:
         )
         self.foot_geoms = {side: self.model.geom(f"{side}_foot_box").id for side in SIDES}
         self.sole_sites = {side: self.model.site(robot.feet[side].frame).id for side in SIDES}
+        self._ground_array: np.ndarray | None = None  # built on first use (non_foot_ground_contact)
+        self._foot_array: np.ndarray | None = None
         # sensordata indices of each sole's force then torque sensor (the wrench, negated)
         self._ft_index = {
             side: np.concatenate(
@@ -663,8 +665,21 @@ class Simulation:
         return np.array([-c.total_torque[1], c.total_torque[0]]) / c.total_force[2]
 
     def non_foot_ground_contact(self) -> str | None:
-        """Name of a body other than the feet touching the ground (floor or platform), or ``None``."""
-        return self._ground_contact_forces().non_foot_body
+        """Name of a body other than the feet touching the ground (floor or platform), or ``None``.
+
+        From the contacts' geoms alone (no force computed: the bridge asks every step)."""
+        d = self.data
+        n = d.ncon
+        if n == 0:
+            return None
+        geoms = d.contact.geom[:n]
+        if self._ground_array is None:
+            self._ground_array = np.array(self._ground_ids)
+            self._foot_array = np.array([self.foot_geoms[s] for s in SIDES])
+        ground = np.isin(geoms, self._ground_array)
+        other = np.where(ground[:, 0], geoms[:, 1], geoms[:, 0])[ground.any(axis=1)]
+        body = other[~np.isin(other, self._foot_array)]
+        return self.model.body(self.model.geom_bodyid[body[0]]).name if body.size else None
 
     def base_height(self) -> float:
         """Height of the base frame above the ground under it (floor or platform) [m]."""
