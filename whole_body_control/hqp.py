@@ -547,12 +547,17 @@ class HierarchicalQP:
         task_res = {}
         for (A, b), objectives in zip(stacked, levels[:n_levels]):
             res = A.dot(x) - b
+            if len(objectives) <= 1:
+                sums = [float(res.dot(res))]
+            else:  # per task: one pass over the level's rows
+                sizes = [o.b.shape[0] for o in objectives]
+                if min(sizes) > 0:
+                    sums = np.add.reduceat(res * res, np.cumsum([0] + sizes[:-1])).tolist()
+                else:  # (reduceat reads an empty segment as one element)
+                    ends = np.cumsum(sizes)
+                    sums = [float(res[e - k : e].dot(res[e - k : e])) for e, k in zip(ends, sizes)]
             total = 0.0
-            start = 0
-            for o in objectives:
-                seg = res[start : start + o.b.shape[0]]
-                start += o.b.shape[0]
-                rr2 = float(seg.dot(seg))
+            for o, rr2 in zip(objectives, sums):
                 task_res[o.name] = rr2**0.5
                 total += o.weight * rr2
             residuals.append(total**0.5)
