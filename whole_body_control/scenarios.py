@@ -277,11 +277,17 @@ def push_lateral_double_support(robot, out_dir) -> dict:
     return {**figures, "push_dv_mps": 0.25, "com_deviation_peak_m": round(peak["com_dev"], 4)}
 
 
-def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
-    """While walking, the first single support after 2 s: a push of ``dv`` [m/s]
-    towards the swing foot's side, 0.1 s after lift-off."""
+SS_PUSH_DIRECTIONS = ("forward", "backward", "swing", "stance")  # in single support, relative to the walk
+
+
+def _single_support_push(robot, out_dir, dv: float, direction: str, steps: int = SHORT_WALK) -> dict:
+    """While walking, the first single support after 2 s: a push of ``dv`` [m/s] for 0.1 s,
+    0.1 s after lift-off, ``direction`` one of :data:`SS_PUSH_DIRECTIONS` (sideways: towards
+    the swing foot's side or towards the stance foot's side; world x is the walking direction)."""
     from whole_body_control.runner import push_body
 
+    if direction not in SS_PUSH_DIRECTIONS:
+        raise ConfigError(f"push direction must be one of {SS_PUSH_DIRECTIONS}, got '{direction}'")
     state: dict = {}
 
     def on_tick(t, sim, ctrl, result, wref):
@@ -296,15 +302,91 @@ def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
             return  # a swing already under way at 2 s: wait for the next lift-off
         start = state.setdefault("ss_start", t)
         if t - start >= 0.1:
-            sign = 1.0 if swinging[0] == "left" else -1.0  # towards the swing side
-            sim.push_velocity_change(push_body(robot), np.array([0.0, sign * dv]), 0.1)
+            towards_swing = 1.0 if swinging[0] == "left" else -1.0
+            dv_xy = {
+                "forward": (dv, 0.0),
+                "backward": (-dv, 0.0),
+                "swing": (0.0, towards_swing * dv),
+                "stance": (0.0, -towards_swing * dv),
+            }[direction]
+            sim.push_velocity_change(push_body(robot), np.array(dv_xy), 0.1)
             state["pushed"] = (round(t, 3), swinging[0])
 
-    figures = _walk(robot, out_dir, on_tick=on_tick)
+    figures = _walk(robot, out_dir, steps, on_tick=on_tick)
     pushed = state.get("pushed")
-    figures["push"] = f"{dv} m/s at {pushed[0]} s towards the {pushed[1]} (swing) side" if pushed else "not applied"
+    figures["push"] = f"{dv} m/s {direction} at {pushed[0]} s ({pushed[1]} foot swinging)" if pushed else "not applied"
     figures["passed"] = figures["passed"] and pushed is not None
     return figures
+
+
+def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
+    """While walking, the first single support after 2 s: a push of ``dv`` [m/s]
+    towards the swing foot's side, 0.1 s after lift-off."""
+    return _single_support_push(robot, out_dir, dv, "swing")
+
+
+def push_single_support(direction: str, dv: float):
+    """Scenario: a push of ``dv`` [m/s] ``direction`` in single support while walking."""
+
+    def run(robot, out_dir) -> dict:
+        return {**_single_support_push(robot, out_dir, dv, direction), "push_dv_mps": dv}
+
+    return run
+
+
+def walk_push(dv_xy: tuple[float, float], at: float, steps: int = 20):
+    """Scenario: ``wbc walk --speed 0.25 --steps <steps> --push-dv <vx> <vy> --push-at <at>``."""
+
+    def run(robot, out_dir) -> dict:
+        figures = _walk(robot, out_dir, steps, push_dv=dv_xy, push_at=at)
+        return {**figures, "push_dv_mps": list(dv_xy), "push_at_s": at}
+
+    return run
+
+
+def push_bisect(survives, lo: float, hi: float, iterations: int = 4) -> dict:
+    """Largest push [m/s] survived, by bisection: ``survives(dv)`` is the run's verdict;
+    ``lo`` is assumed survived (checked) and ``hi`` a fall (checked unless ``lo`` falls).
+
+    Returns ``survived`` (largest push survived, None if even ``lo`` fell), ``fell``
+    (smallest push that fell, None if ``hi`` survived) and every ``trial`` (dv, verdict).
+    """
+    trials = []
+
+    def run(dv: float) -> bool:
+        ok = bool(survives(round(dv, 4)))
+        trials.append((round(dv, 4), ok))
+        return ok
+
+    if not run(lo):
+        return {"survived": None, "fell": round(lo, 4), "trials": trials}
+    if run(hi):
+        return {"survived": round(hi, 4), "fell": None, "trials": trials}
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if run(mid):
+            lo = mid
+        else:
+            hi = mid
+    return {"survived": round(lo, 4), "fell": round(hi, 4), "trials": trials}
+
+
+def single_support_thresholds(
+    robot, out_dir, directions=SS_PUSH_DIRECTIONS, lo: float = 0.1, hi: float = 0.8, iterations: int = 3
+) -> dict:
+    """Per direction, the largest push survived in single support while walking (:func:`push_bisect`
+    on :func:`_single_support_push`, 5-step walks): a report (it passes when it ran)."""
+    found = {}
+    for d in directions:
+        found[d] = push_bisect(
+            lambda dv, d=d: _single_support_push(robot, None, dv, d, steps=5)["passed"], lo, hi, iterations
+        )
+    return {
+        "passed": True,  # it reports
+        "figure": ", ".join(f"{d} {r['survived']}" for d, r in found.items()) + " m/s",
+        "thresholds_mps": {d: r["survived"] for d, r in found.items()},
+        "trials": {d: r["trials"] for d, r in found.items()},
+    }
 
 
 def push_search(fall_reason_at, start: float, step: float, limit: float) -> dict:
@@ -644,6 +726,9 @@ SCENARIOS: list[Scenario] = [
     Scenario("friction_1.25", friction(1.25), what="sim friction 1.25, controller 0.7 (walk)"),
     Scenario("push_lateral_ds", push_lateral_double_support, fast=True, what="lateral push 0.25 m/s, standing"),
     Scenario("push_inward_ss", push_inward_single_support, what="inward push 0.22 m/s in single support (walk)"),
+    Scenario("walk_push_lateral_0.25", walk_push((0.0, 0.25), 4.0), what="walk 20 steps, push 0 0.25 m/s at 4 s"),
+    Scenario("walk_push_lateral_0.5", walk_push((0.0, 0.5), 4.0), what="walk 20 steps, push 0 0.5 m/s at 4 s"),
+    Scenario("push_ss_thresholds", single_support_thresholds, what="largest single-support pushes, 4 directions"),
     Scenario("push_forward_max", push_forward_search, what="largest forward push survived, standing"),
     Scenario("overload", overload, fast=True, what="sustained 0.5 m g push: fall detected, damping"),
     Scenario("mass_x0.9", masses(factor=0.9), what="link masses x0.9 (walk)"),
