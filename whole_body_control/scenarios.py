@@ -344,6 +344,44 @@ def walk_push(dv_xy: tuple[float, float], at: float, steps: int = 20):
     return run
 
 
+RANDOM_PUSH_DV = 0.25  # [m/s] issue 13 acceptance: dV 0.25 m/s for 0.1 s, direction uniform, time uniform in [3, 8] s
+RANDOM_PUSH_WALKS = 8  # walks per run of the scenario
+RANDOM_PUSH_MAX_FALLS = 1  # at most this many falls pass
+
+
+def random_pushes(seed: int = 13, walks: int = RANDOM_PUSH_WALKS, dv: float = RANDOM_PUSH_DV):
+    """Scenario: ``walks`` seeded walks (10 steps at ``WALK_SPEED``), each pushed once by ``dv``
+    [m/s] for 0.1 s in a direction uniform over 360 deg at a time uniform in [3, 8] s.
+
+    Every draw is in the figures (``draws``: walk, direction [deg], time [s], verdict) so
+    that a fall is reproduced by ``walk_push((dv cos a, dv sin a), t, 10)``; the fall rate
+    is reported and at most ``RANDOM_PUSH_MAX_FALLS`` falls pass.
+    """
+
+    def run(robot, out_dir) -> dict:
+        rng = np.random.default_rng(seed)
+        draws, falls = [], 0
+        for i in range(walks):
+            angle = float(rng.uniform(0.0, 360.0))
+            at = float(rng.uniform(3.0, 8.0))
+            a = math.radians(angle)
+            dv_xy = (round(dv * math.cos(a), 4), round(dv * math.sin(a), 4))
+            figures = _walk(robot, None, 10, push_dv=dv_xy, push_at=round(at, 3))
+            falls += not figures["passed"]
+            draws.append(
+                {"walk": i, "direction_deg": round(angle, 1), "push_at_s": round(at, 3), "passed": figures["passed"]}
+            )
+        return {
+            "passed": falls <= RANDOM_PUSH_MAX_FALLS,
+            "figure": f"{falls}/{walks} walks failed (seed {seed}, {dv} m/s, 0.1 s, any direction, 3-8 s)",
+            "seed": seed,
+            "fall_rate": round(falls / walks, 3),
+            "draws": draws,
+        }
+
+    return run
+
+
 def push_bisect(survives, lo: float, hi: float, iterations: int = 4) -> dict:
     """Largest push [m/s] survived, by bisection: ``survives(dv)`` is the run's verdict;
     ``lo`` is assumed survived (checked) and ``hi`` a fall (checked unless ``lo`` falls).
@@ -729,6 +767,9 @@ SCENARIOS: list[Scenario] = [
     Scenario("walk_push_lateral_0.25", walk_push((0.0, 0.25), 4.0), what="walk 20 steps, push 0 0.25 m/s at 4 s"),
     Scenario("walk_push_lateral_0.5", walk_push((0.0, 0.5), 4.0), what="walk 20 steps, push 0 0.5 m/s at 4 s"),
     Scenario("push_ss_thresholds", single_support_thresholds, what="largest single-support pushes, 4 directions"),
+    Scenario(
+        "walk_push_random", random_pushes(), what=f"{RANDOM_PUSH_WALKS} seeded walks, random push {RANDOM_PUSH_DV} m/s"
+    ),
     Scenario("push_forward_max", push_forward_search, what="largest forward push survived, standing"),
     Scenario("overload", overload, fast=True, what="sustained 0.5 m g push: fall detected, damping"),
     Scenario("mass_x0.9", masses(factor=0.9), what="link masses x0.9 (walk)"),
@@ -774,6 +815,9 @@ ROS_NOT_APPLICABLE = {
     "(lockstep determinism of the graph itself: the final pose of two runs, test_ros_graph and docs/ros.md)",
     "infeasible_qp": "edits the controller's torque limits inside the running controller (no ROS parameter "
     "or topic sets them)",
+    "push_ss_thresholds": "a bisection of 5-step walks per direction, each push timed on the walker's "
+    "single support as it happens (in-process on_tick); through the graph every trial is a new set of processes",
+    "walk_push_random": "eight 10-step walks per run; through the graph every walk is a new set of processes",
     "lifted": "the hoist is a spring-damper force on the base height computed every simulation step; "
     "/sim/push applies constant forces only",
 }
@@ -786,6 +830,12 @@ _NEEDS_DCM_FEEDBACK = (
 )
 ROS_NOTES = {
     "push_inward_ss": _NEEDS_DCM_FEEDBACK.format("its capture-point step adjustment moves the landing outward"),
+    **{
+        f"walk_push_lateral_{dv}": _NEEDS_DCM_FEEDBACK.format(
+            "its capture-point step adjustment and step timing move and advance the landing"
+        )
+        for dv in ("0.25", "0.5")
+    },
     **{
         f"slope_{d}_{a}deg": _NEEDS_DCM_FEEDBACK.format("its DCM disturbance observer leans the robot into the slope")
         for d in ("up", "down")
@@ -1036,6 +1086,14 @@ def _ros_push_inward(robot, opts, dv: float = 0.22):
     return figures
 
 
+def _ros_walk_push(dv_xy: tuple[float, float], at: float, steps: int = 20):
+    def run(robot, opts):
+        figures = _ros_walk(robot, opts, steps, pushes=[_push(robot, at, dv_xy)])
+        return {**figures, "push_dv_mps": list(dv_xy), "push_at_s": at}
+
+    return run
+
+
 def _ros_push_forward_search(robot, opts, start: float = 0.1, step: float = 0.05, limit: float = 1.5):
     def fall_reason_at(dv: float) -> str | None:
         s = _ros_run(robot, opts, 3.0, pushes=[_push(robot, 1.0, (dv, 0.0))])
@@ -1119,6 +1177,8 @@ ROS_RUNS: dict[str, Callable] = {
     "push_lateral_ds": _ros_push_lateral,
     "push_inward_ss": _ros_push_inward,
     "push_forward_max": _ros_push_forward_search,
+    "walk_push_lateral_0.25": _ros_walk_push((0.0, 0.25), 4.0),
+    "walk_push_lateral_0.5": _ros_walk_push((0.0, 0.5), 4.0),
     "overload": _ros_overload,
     "mass_x0.9": _ros_bridge_walk(mass_scale=0.9),
     "mass_x1.1": _ros_bridge_walk(mass_scale=1.1),
