@@ -15,20 +15,20 @@ from zmp_walker.swing import SwingTrajectory
 SOLE = SoleRect(-0.10, 0.10, -0.065, 0.065)
 
 
-def _generator(enabled: bool) -> PatternGenerator:
-    cfg = WalkerConfig().replace(step_adjustment=StepAdjustmentConfig(enabled=enabled))
+def _generator(enabled: bool, timing: bool = True) -> PatternGenerator:
+    cfg = WalkerConfig().replace(step_adjustment=StepAdjustmentConfig(enabled=enabled, timing=timing))
     gen = PatternGenerator(cfg, FootPose([0, 0.085, 0]), FootPose([0, -0.085, 0]), np.array([0, 0, 0.87]), SOLE, SOLE)
     gen.walk_steps(8, 0.2)
     return gen
 
 
-def _pushed_lipm(enabled: bool, dv: float, t_end: float = 9.0):
+def _pushed_lipm(enabled: bool, dv: float, t_end: float = 9.0, timing: bool = True):
     """LIPM whose ZMP is the generator's ``zmp_cmd`` (clamped to the support), pushed laterally
     by ``dv`` [m/s] 0.1 s after the third lift-off, towards the swing foot.
 
     Returns the generator, the DCM errors and the references, one per tick.
     """
-    gen = _generator(enabled)
+    gen = _generator(enabled, timing)
     dt = gen.config.dt
     gen.cycle(0.0)
     lift = gen.schedule.steps[2]
@@ -133,3 +133,41 @@ def test_clamped_landing_respects_the_limits(target):
     assert pose.yaw == pytest.approx(planned.yaw)
     assert not polygons_overlap(sole_corners(pose, SOLE), sole_corners(stance, SOLE), cfg.foot_clearance)
     assert math.isfinite(pose.position[2])
+
+
+def test_shortened_swing_moves_later_steps_earlier():
+    """A swing duration override shortens that swing only: every later step starts earlier by
+    as much and the double support after it keeps its duration."""
+    from zmp_walker.schedule import Schedule
+
+    gen = _generator(True)
+    gen.cycle(0.0)
+    planned = gen.schedule
+    short = Schedule(planned.config, planned.t0, planned.feet_before[0], planned.steps, True, (None, None, 0.4))
+    cut = planned.steps[2].t_end - planned.steps[2].t_start - 0.4
+    assert short.steps[2].t_end - short.steps[2].t_start == pytest.approx(0.4)
+    for k in range(3, len(planned.steps)):
+        assert short.steps[k].t_start == pytest.approx(planned.steps[k].t_start - cut)
+    assert short.steps[3].t_start - short.steps[2].t_end == pytest.approx(planned.config.double_support_duration)
+
+
+def test_step_timing_catches_a_push_the_position_alone_cannot():
+    """Pushed 0.45 m/s towards the swing foot: the landing move is out of reach within the
+    swing, so the swing is shortened (it lands earlier than planned) and the LIPM is caught;
+    with the same landing limits and the planned timing it diverges."""
+    nominal = _generator(True)
+    nominal.cycle(0.0)
+    planned = nominal.schedule
+    gen, errors, refs = _pushed_lipm(True, 0.45)
+    assert errors[-1] < 0.01
+    k = 2  # the pushed step
+    assert gen.schedule.steps[k].t_end < planned.steps[k].t_end - 0.05
+    side = gen.schedule.steps[k].side
+    pos = np.array([r.feet[side].pos for r in refs if r.time <= gen.schedule.steps[k].t_end + 0.05])
+    assert np.max(np.linalg.norm(np.diff(pos, axis=0), axis=1)) < 0.01  # no jump at a re-planning (1 ms ticks)
+    assert np.all(pos[:, 2] > -1e-6)  # never below the ground
+    landed = [r.feet[side] for r in refs if abs(r.time - gen.schedule.steps[k].t_end) < 5e-4][0]
+    assert np.linalg.norm(landed.lin_vel) < 1e-6  # lands at rest
+
+    _, errors_fixed, _ = _pushed_lipm(True, 0.45, timing=False)
+    assert errors_fixed[-1] > 0.1

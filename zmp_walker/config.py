@@ -76,13 +76,19 @@ class StepAdjustmentConfig:
     swing foot moves by the DCM error the stance foot's ZMP cannot absorb
     before touchdown, ``e^{omega T_r} e - (e^{omega T_r} - 1) u`` [m], when it
     exceeds ``deadband``; the move stays within the step limits and
-    ``max_adjustment`` of the planned landing position.
+    ``max_adjustment`` of the planned landing position.  With ``timing``, a
+    move out of reach shortens the swing, to no less than
+    ``min_swing_duration``, where the unreachable part plus ``timing_cost``
+    times the shortening [s] is smallest (see :mod:`zmp_walker.step_adjust`).
     """
 
     enabled: bool = True
-    max_adjustment: float = field(default=0.15, metadata={"ge": 0.0})  # max landing move from the plan [m]
+    max_adjustment: float = field(default=0.4, metadata={"ge": 0.0})  # max landing move from the plan [m]
     deadband: float = field(default=0.01, metadata={"ge": 0.0})  # smallest move applied [m]
     min_time_to_touchdown: float = field(default=0.1, metadata={"gt": 0.0})  # no move later in the swing [s]
+    timing: bool = True  # shorten the swing when the landing move is out of reach
+    min_swing_duration: float = field(default=0.35, metadata={"gt": 0.0})  # shortest swing, lift-off to touchdown [s]
+    timing_cost: float = field(default=0.3, metadata={"ge": 0.0})  # unreachable move worth 1 s of shortening [m/s]
 
 
 @dataclass(frozen=True)

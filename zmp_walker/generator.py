@@ -371,7 +371,14 @@ class PatternGenerator:
             return
         nominal = self._nominal[: len(kept)] if walking else []
         self._set_schedule(
-            Schedule(self.config, t0, old.feet_before[0] if walking else feet, kept + new, final),
+            Schedule(
+                self.config,
+                t0,
+                old.feet_before[0] if walking else feet,
+                kept + new,
+                final,
+                old.swing_durations[: len(kept)] if walking else (),
+            ),
             nominal + [s.position[:2] for s in new],
         )
         self._idle = False
@@ -410,7 +417,7 @@ class PatternGenerator:
         side = other_side(s.steps[-1].side) if s.steps else None
         new = self.footsteps.from_velocity(feet, 2, *self._velocity, first=side, close=False)
         self._set_schedule(
-            Schedule(self.config, s.t0, s.feet_before[0], list(s.steps) + new, final=False),
+            Schedule(self.config, s.t0, s.feet_before[0], list(s.steps) + new, False, s.swing_durations),
             self._nominal + [st.position[:2] for st in new],
         )
 
@@ -453,15 +460,17 @@ class PatternGenerator:
             if k < len(steps) and steps[k].t_start > self._t_plan:
                 p = steps[k].pose
                 steps[k] = steps[k].moved(FootPose(np.array([xy[0], xy[1], p.position[2]]), p.yaw))
-        self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], steps, s.final))
+        self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], steps, s.final, s.swing_durations))
 
     def _adjust_step(self, t: float, measured: MeasuredState) -> None:
         """Capture-point step adjustment at the planner grid time ``t`` [s] (see :mod:`zmp_walker.step_adjust`).
 
         Moves the landing of the step in swing, and every later step with it,
-        by the DCM error the stance foot cannot absorb; re-plans the swing from
-        its current state and moves the planned DCM by the part the new
-        footholds explain (CoM velocity jump, CoM position and ZMP unchanged).
+        by the DCM error the stance foot cannot absorb; when that move is out
+        of reach, shortens the swing (step timing) to where the least of it is
+        left; re-plans the swing from its current state and moves the planned
+        DCM by the part the new footholds explain (CoM velocity jump, CoM
+        position and ZMP unchanged).
         """
         cfg = self.config.step_adjustment
         sched = self._schedule
@@ -488,34 +497,49 @@ class PatternGenerator:
         if float(np.linalg.norm(move)) < cfg.deadband:
             return
         stance_side = phase.support[0]
+        stance = phase.feet[stance_side]
         planned = self._planned_landing.setdefault(k, step.pose)
-        pose = clamp_landing(
-            self.footsteps,
-            step.side,
-            phase.feet[stance_side],
-            planned,
-            step.position[:2] + move,
-            cfg.max_adjustment,
-        )
+
+        def landing(m):
+            target = step.position[:2] + m
+            pose = clamp_landing(self.footsteps, step.side, stance, planned, target, cfg.max_adjustment)
+            return pose, (math.inf if pose is None else float(np.linalg.norm(target - pose.position[:2])))
+
+        pose, left_out = landing(move)
+        T = t_rem
+        t_min = max(cfg.min_time_to_touchdown, step.t_start + cfg.min_swing_duration - t)
+        if cfg.timing and left_out > cfg.deadband and t_min < t_rem - 0.01:
+            # step timing: the remaining swing time that leaves the least of the move out of reach
+            cost = left_out
+            for T_c in np.linspace(t_min, t_rem, 8)[:-1]:
+                pose_c, out_c = landing(capture_offset(error, capacity, w, T_c))
+                cost_c = out_c + cfg.timing_cost * (t_rem - T_c)
+                if cost_c < cost - 1e-3:
+                    pose, T, cost = pose_c, float(T_c), cost_c
         if pose is None:
             return
         shift = pose.position[:2] - step.position[:2]
-        if float(np.linalg.norm(shift)) < 1e-4:
+        if float(np.linalg.norm(shift)) < 1e-4 and T == t_rem:
             return
         # the swing foot: re-planned from its current state (C2) to the new landing
         swing = self._swing.get(k)
         if swing is None:
             swing = SwingTrajectory(phase.feet[step.side], step.pose, step.t_start, step.t_end, self.config.step_height)
-        self._swing = {k: ReplannedSwing(swing, t, pose.position[:2])}
-        self._planned_landing[k] = planned
         # this and every later step move together; the plan follows the new footholds
         steps = list(sched.steps)
         for j in range(k, len(steps)):
             p = steps[j].pose
             steps[j] = steps[j].moved(FootPose(np.array([*(p.position[:2] + shift), p.position[2]]), p.yaw))
         nominal = [n + shift if j >= k else n for j, n in enumerate(self._nominal)]
-        self._set_schedule(Schedule(self.config, sched.t0, sched.feet_before[0], steps, sched.final), nominal)
-        self._x[1] += w * math.exp(-w * t_rem) * shift
+        durations = list(sched.swing_durations)
+        if T != t_rem:
+            durations[k] = t + T - step.t_start
+        new = Schedule(self.config, sched.t0, sched.feet_before[0], steps, sched.final, tuple(durations))
+        replanned = ReplannedSwing(swing, t, pose.position[:2], new.steps[k].t_end)
+        self._set_schedule(new, nominal)
+        self._swing = {k: replanned}
+        self._planned_landing = {k: planned}
+        self._x[1] += w * math.exp(-w * T) * shift
 
     # -- the tick -------------------------------------------------------------
 

@@ -13,7 +13,10 @@ swing time::
 with ``t_0 = t0 + start_duration`` and ``t_{k+1} = t_k + T_k``.  ``T_k`` is
 ``step_duration``, times ``level_change_duration_factor`` for a step between
 two heights (a step up or down, :func:`step_duration`): a longer swing to
-clear the edge and a longer double support after it.  Before ``t0`` the phase is
+clear the edge and a longer double support after it.  A step's swing may be
+shortened (step timing adaptation, :mod:`zmp_walker.step_adjust`): ``swing_durations[k]``
+then replaces ``T_ss,k`` and every later step starts that much earlier (the
+double support after it keeps its duration).  Before ``t0`` the phase is
 ``standing``.  An *open* schedule (continuous walking whose end is not yet
 planned) has no stop phase: after its last step the robot stays in double
 support until the generator appends more steps.
@@ -92,9 +95,19 @@ class Schedule:
         feet: sole poses before the first step.
         steps: footsteps in order (their times are recomputed).
         final: whether the last step ends the walk (stop phase follows).
+        swing_durations: per step, a swing time [s] replacing the planned one,
+            or None (the first steps only when shorter than ``steps``).
     """
 
-    def __init__(self, config: WalkerConfig, t0: float, feet: dict[Side, FootPose], steps, final: bool):
+    def __init__(
+        self,
+        config: WalkerConfig,
+        t0: float,
+        feet: dict[Side, FootPose],
+        steps,
+        final: bool,
+        swing_durations: tuple[float | None, ...] = (),
+    ):
         self.config = config
         self.t0 = float(t0)
         self.final = bool(final)
@@ -109,10 +122,19 @@ class Schedule:
         self.durations: tuple[float, ...] = tuple(
             step_duration(config, self.feet_before[k][s.side], s.pose) for k, s in enumerate(steps)
         )
+        overrides = tuple(swing_durations)[: len(self.durations)]
+        self.swing_durations: tuple[float | None, ...] = overrides + (None,) * (len(self.durations) - len(overrides))
         timed, t_k = [], t_first
-        for s, T in zip(steps, self.durations):
-            timed.append(s.timed(t_k, t_k + (1.0 - config.double_support_ratio) * T))
-            t_k += T
+        for s, T, T_ss in zip(steps, self.durations, self.swing_durations):
+            planned = (1.0 - config.double_support_ratio) * T
+            if T_ss is None:
+                timed.append(s.timed(t_k, t_k + planned))
+                t_k += T
+            else:
+                if not T_ss > 0.0:
+                    raise ValueError(f"a swing duration must be > 0, got {T_ss}")
+                timed.append(s.timed(t_k, t_k + T_ss))
+                t_k += T - planned + T_ss
         self.steps: tuple[Footstep, ...] = tuple(timed)
         both = ("left", "right")
         phases = [Phase("standing", -math.inf, self.t0, both, None, self.feet_before[0])]

@@ -11,7 +11,20 @@ Landing the swing foot (and every later step) ``e_T`` further keeps the DCM
 at its planned offset from the next foothold, so the walk stays capturable;
 (components of ``e_T`` opposite to ``e`` mean the ZMP alone recovers: no
 move).  This is the classic capture-point step adjustment (Pratt 2006, Englsberger
-2015, Khadiv 2016 without the timing).  The landing stays within the step
+2015, Khadiv 2016).
+
+Step timing (Khadiv 2016, Griffin 2017): the error grows as ``e^{omega
+T_r}``, so landing sooner asks for a smaller move.  When the move the DCM asks
+for is out of reach (step limits, no crossing of the legs: a push towards the
+stance foot cannot be caught by the swing foot at all), the swing is
+shortened to the remaining time ``T`` whose move ``capture_offset(e, u,
+omega, T)`` leaves the smallest unreachable part, plus a cost per second of
+shortening, down to a minimum swing duration.  The plan is retimed with it
+(every later step earlier by as much; the CoM planner follows the new ZMP
+reference), so the error stays measured against the retimed plan.
+Lengthening a swing never helps the LIPM: it only waits longer while the DCM
+error grows, or, where the stance foot's ZMP already recovers the error,
+changes nothing that needs changing.  The landing stays within the step
 limits (length, width, no collision with the stance sole, yaw kept) and
 ``max_adjustment`` of the planned landing.
 
@@ -33,7 +46,7 @@ import numpy as np
 
 from zmp_walker.footsteps import FootstepPlanner, Side, side_sign
 from zmp_walker.geometry import FootPose
-from zmp_walker.swing import SwingState, SwingTrajectory
+from zmp_walker.swing import SwingState, SwingTrajectory, _bump
 
 __all__ = ["capture_offset", "clamp_landing", "quintic_to_rest", "ReplannedSwing"]
 
@@ -118,35 +131,72 @@ class ReplannedSwing:
             :class:`ReplannedSwing`); its state at ``t_splice`` is the start.
         t_splice: re-planning time, before the touchdown [s].
         target_xy: new landing position (2,) [m], reached at rest at the
-            original touchdown time.
+            touchdown time.
+        t_end: touchdown time [s]; None keeps the previous one.  A swing
+            whose touchdown moved (here or in ``previous``) is *retimed*: its
+            height and yaw are re-planned too, as quintics to rest at the
+            landing height and yaw, plus, while the swing is in its first half,
+            the bump ``h 64 s^3 (1 - s)^3`` (``s`` the fraction of the rest of
+            the swing; zero value, velocity and acceleration at both ends, so
+            still C2) that brings the middle of the rest of the swing back up
+            to the planned apex.
     """
 
-    def __init__(self, previous, t_splice: float, target_xy):
+    def __init__(self, previous, t_splice: float, target_xy, t_end: float | None = None):
         self.base: SwingTrajectory = previous.base if isinstance(previous, ReplannedSwing) else previous
-        self.t_start, self.t_end = self.base.t_start, self.base.t_end
+        self.t_start = self.base.t_start
+        self.t_end = float(t_end) if t_end is not None else previous.t_end
         if not self.t_start <= t_splice < self.t_end:
             raise ValueError(f"re-planning time {t_splice} outside the swing [{self.t_start}, {self.t_end})")
         self.previous = previous
         s = previous(t_splice)
         self.t_splice = float(t_splice)
         self.target = np.asarray(target_xy, dtype=float)[:2].copy()
-        self._c = quintic_to_rest(s.pos[:2], s.vel[:2], s.acc[:2], self.target, self.t_end - self.t_splice)
+        D = self.t_end - self.t_splice
+        self._c = quintic_to_rest(s.pos[:2], s.vel[:2], s.acc[:2], self.target, D)
+        self.retimed = bool(getattr(previous, "retimed", False)) or abs(self.t_end - self.base.t_end) > 1e-9
+        if self.retimed:
+            end = self.base.end
+            z1, yaw1 = float(end.position[2]), self.base.start.yaw + self.base.dyaw
+            self._cz = quintic_to_rest([s.pos[2], s.yaw], [s.vel[2], s.yaw_rate], [s.acc[2], s.yaw_acc], [z1, yaw1], D)
+            mid = _poly(self._cz, 0.5 * D)[0][0]
+            early = self.t_splice < 0.5 * (self.base.t_start + self.base.t_end)
+            self._h = max(0.0, self.base.top - mid) if early else 0.0
 
     def __call__(self, t: float) -> SwingState:
         """Sample at time ``t`` [s]; the previous swing before the splice."""
         if t < self.t_splice:
             return self.previous(t)
-        s = self.base(t)
-        tau = min(max(t - self.t_splice, 0.0), self.t_end - self.t_splice)
-        c = self._c
-        pos = c[0] + tau * (c[1] + tau * (c[2] + tau * (c[3] + tau * (c[4] + tau * c[5]))))
-        vel = c[1] + tau * (2.0 * c[2] + tau * (3.0 * c[3] + tau * (4.0 * c[4] + tau * 5.0 * c[5])))
-        acc = 2.0 * c[2] + tau * (6.0 * c[3] + tau * (12.0 * c[4] + tau * 20.0 * c[5]))
+        D = self.t_end - self.t_splice
+        tau = min(max(t - self.t_splice, 0.0), D)
+        pos, vel, acc = _poly(self._c, tau)
+        if not self.retimed:
+            s = self.base(t)
+            return SwingState(
+                np.array([pos[0], pos[1], s.pos[2]]),
+                np.array([vel[0], vel[1], s.vel[2]]),
+                np.array([acc[0], acc[1], s.acc[2]]),
+                s.yaw,
+                s.yaw_rate,
+                s.yaw_acc,
+            )
+        (z, yaw), (vz, yaw_rate), (az, yaw_acc) = _poly(self._cz, tau)
+        if self._h > 0.0:
+            b, db, ddb = _bump(tau / D)
+            z, vz, az = z + self._h * b, vz + self._h * db / D, az + self._h * ddb / (D * D)
         return SwingState(
-            np.array([pos[0], pos[1], s.pos[2]]),
-            np.array([vel[0], vel[1], s.vel[2]]),
-            np.array([acc[0], acc[1], s.acc[2]]),
-            s.yaw,
-            s.yaw_rate,
-            s.yaw_acc,
+            np.array([pos[0], pos[1], z]),
+            np.array([vel[0], vel[1], vz]),
+            np.array([acc[0], acc[1], az]),
+            float(yaw),
+            float(yaw_rate),
+            float(yaw_acc),
         )
+
+
+def _poly(c: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Value, first and second derivative of ``sum c_i tau^i`` (coefficients (6, n))."""
+    pos = c[0] + tau * (c[1] + tau * (c[2] + tau * (c[3] + tau * (c[4] + tau * c[5]))))
+    vel = c[1] + tau * (2.0 * c[2] + tau * (3.0 * c[3] + tau * (4.0 * c[4] + tau * 5.0 * c[5])))
+    acc = 2.0 * c[2] + tau * (6.0 * c[3] + tau * (12.0 * c[4] + tau * 20.0 * c[5]))
+    return pos, vel, acc

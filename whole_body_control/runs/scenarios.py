@@ -287,11 +287,17 @@ def push_lateral_double_support(robot, out_dir) -> dict:
     return {**figures, "push_dv_mps": 0.25, "com_deviation_peak_m": round(peak["com_dev"], 4)}
 
 
-def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
-    """While walking, the first single support after 2 s: a push of ``dv`` [m/s]
-    towards the swing foot's side, 0.1 s after lift-off."""
+SS_PUSH_DIRECTIONS = ("forward", "backward", "swing", "stance")  # in single support, relative to the walk
+
+
+def _single_support_push(robot, out_dir, dv: float, direction: str, steps: int = SHORT_WALK) -> dict:
+    """While walking, the first single support after 2 s: a push of ``dv`` [m/s] for 0.1 s,
+    0.1 s after lift-off, ``direction`` one of :data:`SS_PUSH_DIRECTIONS` (sideways: towards
+    the swing foot's side or towards the stance foot's side; world x is the walking direction)."""
     from whole_body_control.runs.runner import push_body
 
+    if direction not in SS_PUSH_DIRECTIONS:
+        raise ConfigError(f"push direction must be one of {SS_PUSH_DIRECTIONS}, got '{direction}'")
     state: dict = {}
 
     def on_tick(t, sim, ctrl, result, wref):
@@ -306,15 +312,128 @@ def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
             return  # a swing already under way at 2 s: wait for the next lift-off
         start = state.setdefault("ss_start", t)
         if t - start >= 0.1:
-            sign = 1.0 if swinging[0] == "left" else -1.0  # towards the swing side
-            sim.push_velocity_change(push_body(robot), np.array([0.0, sign * dv]), 0.1)
+            towards_swing = 1.0 if swinging[0] == "left" else -1.0
+            dv_xy = {
+                "forward": (dv, 0.0),
+                "backward": (-dv, 0.0),
+                "swing": (0.0, towards_swing * dv),
+                "stance": (0.0, -towards_swing * dv),
+            }[direction]
+            sim.push_velocity_change(push_body(robot), np.array(dv_xy), 0.1)
             state["pushed"] = (round(t, 3), swinging[0])
 
-    figures = _walk(robot, out_dir, on_tick=on_tick)
+    figures = _walk(robot, out_dir, steps, on_tick=on_tick)
     pushed = state.get("pushed")
-    figures["push"] = f"{dv} m/s at {pushed[0]} s towards the {pushed[1]} (swing) side" if pushed else "not applied"
+    figures["push"] = f"{dv} m/s {direction} at {pushed[0]} s ({pushed[1]} foot swinging)" if pushed else "not applied"
     figures["passed"] = figures["passed"] and pushed is not None
     return figures
+
+
+def push_inward_single_support(robot, out_dir, dv: float = 0.22) -> dict:
+    """While walking, the first single support after 2 s: a push of ``dv`` [m/s]
+    towards the swing foot's side, 0.1 s after lift-off."""
+    return _single_support_push(robot, out_dir, dv, "swing")
+
+
+def push_single_support(direction: str, dv: float):
+    """Scenario: a push of ``dv`` [m/s] ``direction`` in single support while walking."""
+
+    def run(robot, out_dir) -> dict:
+        return {**_single_support_push(robot, out_dir, dv, direction), "push_dv_mps": dv}
+
+    return run
+
+
+def walk_push(dv_xy: tuple[float, float], at: float, steps: int = 20):
+    """Scenario: ``wbc walk --speed 0.25 --steps <steps> --push-dv <vx> <vy> --push-at <at>``."""
+
+    def run(robot, out_dir) -> dict:
+        figures = _walk(robot, out_dir, steps, push_dv=dv_xy, push_at=at)
+        return {**figures, "push_dv_mps": list(dv_xy), "push_at_s": at}
+
+    return run
+
+
+RANDOM_PUSH_DV = 0.25  # [m/s] issue 13 acceptance: dV 0.25 m/s for 0.1 s, direction uniform, time uniform in [3, 8] s
+RANDOM_PUSH_WALKS = 8  # walks per run of the scenario
+RANDOM_PUSH_MAX_FALLS = 1  # at most this many falls pass
+
+
+def random_pushes(seed: int = 13, walks: int = RANDOM_PUSH_WALKS, dv: float = RANDOM_PUSH_DV):
+    """Scenario: ``walks`` seeded walks (10 steps at ``WALK_SPEED``), each pushed once by ``dv``
+    [m/s] for 0.1 s in a direction uniform over 360 deg at a time uniform in [3, 8] s.
+
+    Every draw is in the figures (``draws``: walk, direction [deg], time [s], verdict) so
+    that a fall is reproduced by ``walk_push((dv cos a, dv sin a), t, 10)``; the fall rate
+    is reported and at most ``RANDOM_PUSH_MAX_FALLS`` falls pass.
+    """
+
+    def run(robot, out_dir) -> dict:
+        rng = np.random.default_rng(seed)
+        draws, falls = [], 0
+        for i in range(walks):
+            angle = float(rng.uniform(0.0, 360.0))
+            at = float(rng.uniform(3.0, 8.0))
+            a = math.radians(angle)
+            dv_xy = (round(dv * math.cos(a), 4), round(dv * math.sin(a), 4))
+            figures = _walk(robot, None, 10, push_dv=dv_xy, push_at=round(at, 3))
+            falls += not figures["passed"]
+            draws.append(
+                {"walk": i, "direction_deg": round(angle, 1), "push_at_s": round(at, 3), "passed": figures["passed"]}
+            )
+        return {
+            "passed": falls <= RANDOM_PUSH_MAX_FALLS,
+            "figure": f"{falls}/{walks} walks failed (seed {seed}, {dv} m/s, 0.1 s, any direction, 3-8 s)",
+            "seed": seed,
+            "fall_rate": round(falls / walks, 3),
+            "draws": draws,
+        }
+
+    return run
+
+
+def push_bisect(survives, lo: float, hi: float, iterations: int = 4) -> dict:
+    """Largest push [m/s] survived, by bisection: ``survives(dv)`` is the run's verdict;
+    ``lo`` is assumed survived (checked) and ``hi`` a fall (checked unless ``lo`` falls).
+
+    Returns ``survived`` (largest push survived, None if even ``lo`` fell), ``fell``
+    (smallest push that fell, None if ``hi`` survived) and every ``trial`` (dv, verdict).
+    """
+    trials = []
+
+    def run(dv: float) -> bool:
+        ok = bool(survives(round(dv, 4)))
+        trials.append((round(dv, 4), ok))
+        return ok
+
+    if not run(lo):
+        return {"survived": None, "fell": round(lo, 4), "trials": trials}
+    if run(hi):
+        return {"survived": round(hi, 4), "fell": None, "trials": trials}
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if run(mid):
+            lo = mid
+        else:
+            hi = mid
+    return {"survived": round(lo, 4), "fell": round(hi, 4), "trials": trials}
+
+
+def single_support_thresholds(
+    robot, out_dir, directions=SS_PUSH_DIRECTIONS, lo: float = 0.1, hi: float = 0.8, iterations: int = 3
+) -> dict:
+    """Per direction, the largest push survived in single support while walking (:func:`push_bisect`
+    on :func:`_single_support_push`, ``SHORT_WALK`` steps: in a 5-step walk G1 is still recovering
+    when the walk ends and falls in the final double support): a report (it passes when it ran)."""
+    found = {}
+    for d in directions:
+        found[d] = push_bisect(lambda dv, d=d: _single_support_push(robot, None, dv, d)["passed"], lo, hi, iterations)
+    return {
+        "passed": True,  # it reports
+        "figure": ", ".join(f"{d} {r['survived']}" for d, r in found.items()) + " m/s",
+        "thresholds_mps": {d: r["survived"] for d, r in found.items()},
+        "trials": {d: r["trials"] for d, r in found.items()},
+    }
 
 
 def push_search(fall_reason_at, start: float, step: float, limit: float) -> dict:
@@ -654,6 +773,12 @@ SCENARIOS: list[Scenario] = [
     Scenario("friction_1.25", friction(1.25), what="sim friction 1.25, controller 0.7 (walk)"),
     Scenario("push_lateral_ds", push_lateral_double_support, fast=True, what="lateral push 0.25 m/s, standing"),
     Scenario("push_inward_ss", push_inward_single_support, what="inward push 0.22 m/s in single support (walk)"),
+    Scenario("walk_push_lateral_0.25", walk_push((0.0, 0.25), 4.0), what="walk 20 steps, push 0 0.25 m/s at 4 s"),
+    Scenario("walk_push_lateral_0.5", walk_push((0.0, 0.5), 4.0), what="walk 20 steps, push 0 0.5 m/s at 4 s"),
+    Scenario("push_ss_thresholds", single_support_thresholds, what="largest single-support pushes, 4 directions"),
+    Scenario(
+        "walk_push_random", random_pushes(), what=f"{RANDOM_PUSH_WALKS} seeded walks, random push {RANDOM_PUSH_DV} m/s"
+    ),
     Scenario("push_forward_max", push_forward_search, what="largest forward push survived, standing"),
     Scenario("overload", overload, fast=True, what="sustained 0.5 m g push: fall detected, damping"),
     Scenario("mass_x0.9", masses(factor=0.9), what="link masses x0.9 (walk)"),
@@ -699,6 +824,9 @@ ROS_NOT_APPLICABLE = {
     "(lockstep determinism of the graph itself: the final pose of two runs, test_ros_graph and docs/ros.md)",
     "infeasible_qp": "edits the controller's torque limits inside the running controller (no ROS parameter "
     "or topic sets them)",
+    "push_ss_thresholds": "a bisection of 5-step walks per direction, each push timed on the walker's "
+    "single support as it happens (in-process on_tick); through the graph every trial is a new set of processes",
+    "walk_push_random": "eight 10-step walks per run; through the graph every walk is a new set of processes",
     "lifted": "the hoist is a spring-damper force on the base height computed every simulation step; "
     "/sim/push applies constant forces only",
 }
@@ -711,6 +839,12 @@ _NEEDS_DCM_FEEDBACK = (
 )
 ROS_NOTES = {
     "push_inward_ss": _NEEDS_DCM_FEEDBACK.format("its capture-point step adjustment moves the landing outward"),
+    **{
+        f"walk_push_lateral_{dv}": _NEEDS_DCM_FEEDBACK.format(
+            "its capture-point step adjustment and step timing move and advance the landing"
+        )
+        for dv in ("0.25", "0.5")
+    },
     **{
         f"slope_{d}_{a}deg": _NEEDS_DCM_FEEDBACK.format("its DCM disturbance observer leans the robot into the slope")
         for d in ("up", "down")
@@ -960,6 +1094,14 @@ def _ros_push_inward(robot, opts, dv: float = 0.22):
     return figures
 
 
+def _ros_walk_push(dv_xy: tuple[float, float], at: float, steps: int = 20):
+    def run(robot, opts):
+        figures = _ros_walk(robot, opts, steps, pushes=[_push(robot, at, dv_xy)])
+        return {**figures, "push_dv_mps": list(dv_xy), "push_at_s": at}
+
+    return run
+
+
 def _ros_push_forward_search(robot, opts, start: float = 0.1, step: float = 0.05, limit: float = 1.5):
     def fall_reason_at(dv: float) -> str | None:
         s = _ros_run(robot, opts, 3.0, pushes=[_push(robot, 1.0, (dv, 0.0))])
@@ -1043,6 +1185,8 @@ ROS_RUNS: dict[str, Callable] = {
     "push_lateral_ds": _ros_push_lateral,
     "push_inward_ss": _ros_push_inward,
     "push_forward_max": _ros_push_forward_search,
+    "walk_push_lateral_0.25": _ros_walk_push((0.0, 0.25), 4.0),
+    "walk_push_lateral_0.5": _ros_walk_push((0.0, 0.5), 4.0),
     "overload": _ros_overload,
     "mass_x0.9": _ros_bridge_walk(mass_scale=0.9),
     "mass_x1.1": _ros_bridge_walk(mass_scale=1.1),
