@@ -86,7 +86,9 @@ def test_hooks_change_the_simulation_only():
 
 def test_walks_up_a_slope_it_was_not_told_about_only_with_the_disturbance_observer():
     """5 deg uphill (tilted gravity): the walker's observer shifts the CoM reference so
-    the ZMP stays planned; without it the DCM feedback alone runs the ZMP to the heel."""
+    the ZMP stays planned; without it the DCM feedback alone runs the ZMP to the heel:
+    the robot falls, or (with step timing adaptation) its capture-point steps keep it up
+    but it does not get up the slope."""
     from zmp_walker import load_walker_config
     from zmp_walker.config import DisturbanceObserverConfig
 
@@ -97,4 +99,4 @@ def test_walks_up_a_slope_it_was_not_told_about_only_with_the_disturbance_observ
         disturbance_observer=DisturbanceObserverConfig(enabled=False)
     )
     off = scenarios._walk(robot, None, actuate_hook=scenarios.tilting_gravity(5.0), walker_config=off_config)
-    assert off["fell"] and off["steps_completed"] < 8, off["figure"]
+    assert off["fell"] or off["distance_m"] < 0.5 * off["planned_distance_m"], off["figure"]
