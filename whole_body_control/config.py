@@ -242,13 +242,6 @@ def check_for_robot(config: WbcConfig, robot: RobotModel, source: str) -> None:
                     f"use one of {', '.join(FRAME_ALIASES)} or a frame of {robot.urdf_path.name}"
                     + (hint if hint.startswith(" (did you mean") else "")
                 )
-    margin = config.contacts.cop_margin
-    for side, foot in robot.feet.items():
-        s = foot.sole
-        room = 0.5 * min(s.x_max - s.x_min, s.y_max - s.y_min)
-        if margin >= room:
-            raise ConfigError(
-                f"{source}: contacts.cop_margin ({margin:g} m) leaves no room for the CoP on the {side} sole: "
-                f"{side}_foot.sole in {robot.source} is {s.x_max - s.x_min:.4g} m x {s.y_max - s.y_min:.4g} m, "
-                f"so cop_margin must be < {room:.4g} m (half its shorter side), or the sole larger"
-            )
+    from whole_body_control.robot import check_sole_margin
+
+    check_sole_margin(robot, config.contacts.cop_margin, "contacts.cop_margin", "CoP", source)

@@ -515,3 +515,21 @@ def load_robot(
 
 def with_overrides(config: RobotConfig, **changes) -> RobotConfig:
     return dataclasses.replace(config, **changes)
+
+
+def check_sole_margin(robot: RobotModel, margin: float, key: str, point: str, source: str) -> None:
+    """A margin [m] kept inside every sole (``key``, e.g. ``contacts.cop_margin``) must leave
+    room for the ``point`` (CoP, ZMP): less than half the sole's shorter side.
+
+    Raises:
+        ConfigError: naming ``source``, the key, the sole and the largest margin allowed.
+    """
+    for side, foot in robot.feet.items():
+        s = foot.sole
+        room = 0.5 * min(s.x_max - s.x_min, s.y_max - s.y_min)
+        if margin >= room:
+            raise ConfigError(
+                f"{source}: {key} ({margin:g} m) leaves no room for the {point} on the {side} sole: "
+                f"{side}_foot.sole in {robot.source} is {s.x_max - s.x_min:.4g} m x {s.y_max - s.y_min:.4g} m, "
+                f"so {key.split('.')[-1]} must be < {room:.4g} m (half its shorter side), or the sole larger"
+            )

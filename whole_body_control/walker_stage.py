@@ -14,7 +14,7 @@ import numpy as np
 
 from whole_body_control.controller import Reference, WholeBodyController
 from whole_body_control.errors import ConfigError
-from whole_body_control.robot import RobotModel
+from whole_body_control.robot import RobotModel, check_sole_margin
 from whole_body_control.tasks import FrameReference
 from zmp_walker import FootPose, PatternGenerator, SoleRect, WalkerConfig, WalkerReference, load_walker_config
 from zmp_walker.base.yaml_config import read_yaml
@@ -124,16 +124,7 @@ def walker_config_for(robot: RobotModel) -> tuple[WalkerConfig, str]:
                 f"(merged onto the base values of {path}), a 'robots.{robot.name}' section to {path}, "
                 "or pass --walker-config FILE"
             )
-    margin = config.zmp_margin
-    for side, foot in robot.feet.items():
-        s = foot.sole
-        room = 0.5 * min(s.x_max - s.x_min, s.y_max - s.y_min)
-        if margin >= room:
-            raise ConfigError(
-                f"{source}: zmp_margin ({margin:g} m) leaves no room for the ZMP on the {side} sole: "
-                f"{side}_foot.sole in {robot.source} is {s.x_max - s.x_min:.4g} m x {s.y_max - s.y_min:.4g} m, "
-                f"so zmp_margin must be < {room:.4g} m (half its shorter side), or the sole larger"
-            )
+    check_sole_margin(robot, config.zmp_margin, "zmp_margin", "ZMP", source)
     return config, source
 
 
