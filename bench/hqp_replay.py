@@ -39,7 +39,7 @@ def record(robot_name: str, seconds: float, count: int, out: str) -> str:
 
 def main() -> None:
     from whole_body_control.config import SolverConfig
-    from whole_body_control.hqp import HierarchicalQP, load_recorded, solve_recorded
+    from whole_body_control.hqp import HierarchicalQP, load_recorded
     from whole_body_control.runs.bench import versions
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -64,7 +64,7 @@ def main() -> None:
             for b, solver in solvers.items():
                 solver.reset()  # no warm start from another problem
                 t0 = time.perf_counter()
-                xs[b] = solve_recorded(solver, p).x
+                xs[b] = solver.solve_problem(p).x
                 times[b].append(time.perf_counter() - t0)
             gap = max(gap, float(np.max(np.abs(xs["daqp"] - xs["proxsuite"]))))
     rows = []

@@ -41,12 +41,12 @@ def test_cli_stand_json_last_line(tmp_path):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     # the 100 slowest of the 500 problems, slowest first, each a problem the solver replays
-    from whole_body_control.hqp import HierarchicalQP, load_recorded, solve_recorded
+    from whole_body_control.hqp import HierarchicalQP, load_recorded
 
     assert summary["hardest_problems_file"] == str(hardest)
     recorded = load_recorded(hardest)
     assert len(recorded) == 100 and recorded[0][0] >= recorded[-1][0]
-    assert np.isfinite(solve_recorded(HierarchicalQP(), recorded[0][1]).x).all()
+    assert np.isfinite(HierarchicalQP().solve_problem(recorded[0][1]).x).all()
     for key in (
         "robot",
         "duration_s",

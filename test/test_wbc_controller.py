@@ -493,7 +493,7 @@ def test_recorded_problems_replay_the_same_through_both_solver_backends(tmp_path
     """G1 standing while its CoM sways: most ticks have active inequalities (the level QPs
     run).  The slowest problems are recorded to a file; replayed, daqp and proxsuite give
     the same solution, which keeps the hard equalities and every inequality."""
-    from whole_body_control.hqp import HierarchicalQP, load_recorded, solve_recorded
+    from whole_body_control.hqp import HierarchicalQP, load_recorded
     from whole_body_control.sim import Simulation
 
     robot = load_robot("g1")
@@ -519,10 +519,10 @@ def test_recorded_problems_replay_the_same_through_both_solver_backends(tmp_path
     }
     qp_ran = 0
     for _, problem in recorded:
-        E, e, C, lower, upper, _ = problem
+        E, e, C, lower, upper = problem.E, problem.e, problem.C, problem.lower, problem.upper
         for solver in solvers.values():
             solver.reset()  # no warm start or active set carried over from another problem
-        sols = {b: solve_recorded(s, problem) for b, s in solvers.items()}
+        sols = {b: s.solve_problem(problem) for b, s in solvers.items()}
         qp_ran += sols["daqp"].iterations > 0
         for sol in sols.values():
             assert np.abs(E @ sol.x - e).max() < 1e-8
@@ -531,7 +531,7 @@ def test_recorded_problems_replay_the_same_through_both_solver_backends(tmp_path
             assert (cx >= lower - 1e-5 * scale).all() and (cx <= upper + 1e-5 * scale).all()
         np.testing.assert_allclose(sols["daqp"].x, sols["proxsuite"].x, atol=1e-4)
         # solved again: last tick's active set as the first guess, the same optimum
-        again = solve_recorded(solvers["daqp"], problem)
+        again = solvers["daqp"].solve_problem(problem)
         # (daqp stops at its tolerances: up to 2e-6 seen; the KKT solve agrees with a tight
         # proxsuite solve to 1e-10)
         np.testing.assert_allclose(again.x, sols["daqp"].x, atol=1e-5)

@@ -210,7 +210,7 @@ class HierarchicalQP:
         self._weights: dict[tuple, np.ndarray] = {}
         self._active: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # level -> last active rows, upper side
         self.record = 0  # keep this many of the slowest problems solved (see record_hardest)
-        self._hardest: list[tuple[float, int, tuple]] = []  # min-heap on solve time
+        self._hardest: list[tuple[float, int, HqpProblem]] = []  # min-heap on solve time
 
     def reset(self) -> None:
         self._previous = None
@@ -222,9 +222,8 @@ class HierarchicalQP:
         self.record = int(count)
         self._hardest = []
 
-    def recorded(self) -> list[tuple[float, tuple]]:
-        """The kept problems, slowest first: ``(solve_time [s], (E, e, C, lower, upper, levels))``
-        with ``levels`` as lists of ``(name, A, b, weight)``."""
+    def recorded(self) -> list[tuple[float, HqpProblem]]:
+        """The kept problems, slowest first: ``(solve_time [s], problem)``."""
         return [(t, p) for t, _, p in sorted(self._hardest, reverse=True)]
 
     def save_recorded(self, path: str | Path) -> Path:
@@ -239,14 +238,7 @@ class HierarchicalQP:
         heap = self._hardest
         if len(heap) >= self.record and elapsed <= heap[0][0]:
             return
-        problem = (
-            E.copy(),
-            e.copy(),
-            C.copy(),
-            lower.copy(),
-            upper.copy(),
-            [[(o.name, o.A.copy(), o.b.copy(), o.weight) for o in objectives] for objectives in levels],
-        )
+        problem = HqpProblem.copy_of(E, e, C, lower, upper, levels)
         item = (elapsed, id(problem), problem)
         if len(heap) < self.record:
             heapq.heappush(heap, item)
@@ -567,19 +559,13 @@ class HierarchicalQP:
         return HqpSolution(x, tuple(x_levels), tuple(residuals), task_res, iterations, approximate, elapsed)
 
 
-def load_recorded(path: str | Path) -> list[tuple[float, tuple]]:
+def load_recorded(path: str | Path) -> list[tuple[float, HqpProblem]]:
     """Problems saved by :meth:`HierarchicalQP.save_recorded`."""
     with open(path, "rb") as f:
         data = pickle.load(f)
     if not isinstance(data, dict) or data.get("format") != "whole_body_control.hqp/1":
         raise WbcError(f"{path}: not a recorded-problems file of whole_body_control.hqp")
     return data["problems"]
-
-
-def solve_recorded(solver: HierarchicalQP, problem: tuple) -> HqpSolution:
-    """Solve one recorded problem (see :meth:`HierarchicalQP.recorded`) with ``solver``."""
-    E, e, C, lower, upper, levels = problem
-    return solver.solve(E, e, C, lower, upper, [[Objective(*o) for o in objectives] for objectives in levels])
 
 
 def _svd(M: np.ndarray, full: bool = True):
