@@ -464,9 +464,8 @@ class Simulation:
             [self.floor_geom, *(self.model.geom(f"{PLATFORM}_{i}").id for i in range(len(config.platforms)))]
         )
         self.foot_geoms = {side: self.model.geom(f"{side}_foot_box").id for side in SIDES}
+        self._foot_array = np.array([self.foot_geoms[side] for side in SIDES])
         self.sole_sites = {side: self.model.site(robot.feet[side].frame).id for side in SIDES}
-        self._ground_array: np.ndarray | None = None  # built on first use (non_foot_ground_contact)
-        self._foot_array: np.ndarray | None = None
         # sensordata indices of each sole's force then torque sensor (the wrench, negated)
         self._ft_index = {
             side: np.concatenate(
@@ -673,10 +672,7 @@ class Simulation:
         if n == 0:
             return None
         geoms = d.contact.geom[:n]
-        if self._ground_array is None:
-            self._ground_array = np.array(self._ground_ids)
-            self._foot_array = np.array([self.foot_geoms[s] for s in SIDES])
-        ground = np.isin(geoms, self._ground_array)
+        ground = np.isin(geoms, self._ground_ids)
         other = np.where(ground[:, 0], geoms[:, 1], geoms[:, 0])[ground.any(axis=1)]
         body = other[~np.isin(other, self._foot_array)]
         return self.model.body(self.model.geom_bodyid[body[0]]).name if body.size else None
