@@ -118,7 +118,6 @@ def _is_rotation(rot: np.ndarray) -> bool:
     return det > 0.0 and max(abs(x) for x in gram) <= 1e-4
 
 
-_FRAME_KEYS = tuple(key for key, _, _ in _FRAME_FIELDS)
 _FRAME_SHAPES = [shape for _, _, shape in _FRAME_FIELDS]
 
 
@@ -148,25 +147,27 @@ class Reference:
         # every array field of the reference checked in one pass
         values: list = []
         shapes: list[tuple[int, ...]] = []
-        labels: list = []  # (frame name or None, label) per value
         com_keys = [(k, lbl) for k, lbl in _COM_FIELDS if getattr(self, k) is not None]
-        for k, lbl in com_keys:
+        for k, _ in com_keys:
             values.append(getattr(self, k))
             shapes.append((3,))
-            labels.append((None, lbl))
+        names = list(self.frames)
         for name, fref in self.frames.items():
             if not isinstance(fref, FrameReference):
                 raise ReferenceRejected(f"{name} is a {type(fref).__name__}, not a FrameReference")
             values += [fref.pos, fref.rot, fref.lin_vel, fref.ang_vel, fref.lin_acc, fref.ang_acc]
             shapes += _FRAME_SHAPES
-            labels += [(name, label) for _, label, _ in _FRAME_FIELDS]
         if self.posture is not None:
             values.append(self.posture)
             shapes.append((na,))
-            labels.append((None, "posture"))
-        arrays = (
-            _checked_fields(values, shapes, lambda i: " ".join(x for x in labels[i] if x is not None)) if values else []
-        )
+
+        def label(i: int) -> str:  # the name of values[i], for a rejection only
+            if i < len(com_keys):
+                return com_keys[i][1]
+            frame, field_index = divmod(i - len(com_keys), len(_FRAME_FIELDS))
+            return f"{names[frame]} {_FRAME_FIELDS[field_index][1]}" if frame < len(names) else "posture"
+
+        arrays = _checked_fields(values, shapes, label) if values else []
         com = {k: arrays[i] for i, (k, _) in enumerate(com_keys)}
         frames = {}
         i = len(com_keys)
