@@ -24,17 +24,15 @@ BACKENDS = ("daqp", "proxsuite")
 
 
 def record(robot_name: str, seconds: float, count: int, out: str) -> str:
-    from whole_body_control.config import wbc_config_for
-    from whole_body_control.controller import WholeBodyController
     from whole_body_control.robot import load_robot
     from whole_body_control.runs.walk import run_walk
 
-    robot = load_robot(robot_name)
-    ctrl = WholeBodyController(robot, wbc_config_for(robot))
-    ctrl.hqp.record_hardest(count)
     steps = max(2, int(seconds / 0.8))
-    run_walk(robot, 0.25, 0.0, 0.0, steps, (0.0, 0.25), 3.0, None, None, None, controller=ctrl)
-    return str(ctrl.hqp.save_recorded(out))
+    summary = run_walk(
+        load_robot(robot_name), 0.25, 0.0, 0.0, steps, (0.0, 0.25), 3.0, None, None, None,
+        save_hardest=out, hardest_count=count,
+    )  # fmt: skip
+    return summary["hardest_problems_file"]
 
 
 def main() -> None:

@@ -85,9 +85,6 @@ def _sim_config(args):
     return SimConfig(timestep=args.timestep)
 
 
-HARDEST_COUNT = 100  # problems kept by --save-hardest
-
-
 def _closed_loop_options(args) -> dict:
     """The options `wbc stand` and `wbc walk` share: push, simulation, report directory."""
     return {
@@ -95,26 +92,8 @@ def _closed_loop_options(args) -> dict:
         "push_at": args.push_at,
         "sim_config": _sim_config(args),
         "out_dir": Path(args.out) if args.out else None,
+        "save_hardest": args.save_hardest,
     }
-
-
-def _recording_controller(args, robot, friction: float | None = None):
-    """With ``--save-hardest``: a controller that keeps its slowest problems (else None,
-    and the runner makes its own)."""
-    if not args.save_hardest:
-        return None
-    from whole_body_control.config import wbc_config_for
-    from whole_body_control.controller import WholeBodyController
-
-    mu = min(friction, robot.config.friction) if friction is not None else None
-    ctrl = WholeBodyController(robot, wbc_config_for(robot), mu=mu)
-    ctrl.hqp.record_hardest(HARDEST_COUNT)
-    return ctrl
-
-
-def _save_hardest(args, ctrl, summary: dict) -> None:
-    if ctrl is not None:
-        summary["hardest_problems_file"] = str(ctrl.hqp.save_recorded(args.save_hardest))
 
 
 def cmd_stand(args) -> int:
@@ -126,16 +105,13 @@ def cmd_stand(args) -> int:
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
     _warn_quick_checks(robot)
     progress = Progress(args.duration, "stand ")
-    ctrl = _recording_controller(args, robot)
     summary = run_stand(
         robot,
         args.duration,
         **_closed_loop_options(args),
-        controller=ctrl,
         on_tick=progress,
     )
     progress.close()
-    _save_hardest(args, ctrl, summary)
     _print_result(summary, args.json)
     return 0
 
@@ -153,7 +129,6 @@ def cmd_walk(args) -> int:
     _warn_quick_checks(robot)
     # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
     progress = Progress((args.steps + 2) * walker_config.step_duration + 1.0, "walk ")
-    ctrl = _recording_controller(args, robot, args.friction)
     summary = run_walk(
         robot,
         speed=args.speed,
@@ -162,11 +137,9 @@ def cmd_walk(args) -> int:
         steps=args.steps,
         friction=args.friction,
         **_closed_loop_options(args),
-        controller=ctrl,
         on_tick=progress,
     )
     progress.close()
-    _save_hardest(args, ctrl, summary)
     _print_result(summary, args.json)
     return 0
 
@@ -322,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--save-hardest",
             metavar="FILE",
-            help=f"save the {HARDEST_COUNT} QP problems that took longest to FILE (replay: bench/hqp_replay.py FILE)",
+            help="save the QP problems that took longest (the 100 slowest) to FILE (replay: bench/hqp_replay.py FILE)",
         )
         p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 

@@ -21,6 +21,7 @@ from whole_body_control.sim import SimConfig, Simulation
 from whole_body_control.sim.fall import FallDetector
 
 GRAVITY = 9.81
+HARDEST_COUNT = 100  # problems kept by save_hardest (the slowest to solve)
 
 
 @dataclass
@@ -76,6 +77,8 @@ def run_stand(
     sim_hook=None,
     observe_hook=None,
     actuate_hook=None,
+    save_hardest=None,
+    hardest_count: int = HARDEST_COUNT,
 ) -> dict:
     """Stand for ``duration`` [s] (simulated), optionally pushed at ``push_at``.
 
@@ -91,6 +94,8 @@ def run_stand(
     """
     sim = Simulation(robot, sim_config or SimConfig())
     ctrl = controller or WholeBodyController(robot, wbc_config_for(robot))
+    if save_hardest:
+        ctrl.hqp.record_hardest(hardest_count)
     if sim_hook is not None:
         sim_hook(sim)
     sim.reset(robot.q_ref)
@@ -140,10 +145,18 @@ def run_stand(
         "final_base_pos": [round(float(x), 9) for x in sim.q[:3]],
     }
     sim.close()
+    save_hardest_problems(ctrl, save_hardest, summary)
     if recorder is not None:
         summary["report"] = str(out_dir)
         recorder.write(out_dir, summary)
     return summary
+
+
+def save_hardest_problems(ctrl: WholeBodyController, path, summary: dict) -> None:
+    """With ``save_hardest``: the slowest problems of the run to ``path``
+    (``bench/hqp_replay.py`` replays them), named in the summary."""
+    if path:
+        summary["hardest_problems_file"] = str(ctrl.hqp.save_recorded(path))
 
 
 def record_tick(recorder: Recorder, t: float, sim: Simulation, ctrl: WholeBodyController, result: WbcResult) -> None:

@@ -115,6 +115,8 @@ def run_walk(
     observe_hook=None,
     actuate_hook=None,
     reference_hook=None,
+    save_hardest=None,
+    hardest_count: int | None = None,
 ) -> dict:
     """Walk ``steps`` steps at ``(speed, vy)`` [m/s] and ``yaw_rate`` [rad/s] in MuJoCo.
 
@@ -157,7 +159,7 @@ def run_walk(
     and the run ends ``LIFTED_HOLD`` [s] later; ``lifted_at_s`` says when
     (``None``: never lifted).
     """
-    from whole_body_control.runs.runner import RunStats, push_body, record_tick
+    from whole_body_control.runs.runner import HARDEST_COUNT, RunStats, push_body, record_tick, save_hardest_problems
     from whole_body_control.sim import SimConfig, Simulation
     from whole_body_control.sim.fall import FallDetector
 
@@ -170,6 +172,8 @@ def run_walk(
     sim = Simulation(robot, sim_config)
     mu = min(friction, robot.config.friction) if friction is not None else None
     ctrl = controller or WholeBodyController(robot, wbc_config_for(robot), mu=mu)
+    if save_hardest:
+        ctrl.hqp.record_hardest(hardest_count or HARDEST_COUNT)
     if sim_hook is not None:
         sim_hook(sim)
     sim.reset(robot.q_ref)
@@ -347,6 +351,7 @@ def run_walk(
         "friction": friction,
     }
     sim.close()
+    save_hardest_problems(ctrl, save_hardest, summary)
     if recorder is not None:
         summary["report"] = str(out_dir)
         recorder.write(out_dir, {**summary, "footsteps": footsteps})
