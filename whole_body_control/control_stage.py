@@ -9,7 +9,20 @@ between a measured state and the joint torques sent to the robot:
   on the IMU and the leg kinematics, contacts from the foot force sensors when
   there are any, else from the walking reference's contact schedule);
 * lift detection and the airborne posture hold (foot force sensors only);
-* the :class:`~whole_body_control.controller.WholeBodyController`.
+* the :class:`~whole_body_control.controller.WholeBodyController`, solving every
+  control period or, with ``solve_every = N > 1``, every N-th one (multi-rate, below).
+
+Multi-rate (``StageConfig.solve_every``): the whole-body QP runs on every N-th
+state and its solution is a short plan (torques ``tau_k``, joint accelerations
+``a_k`` at the state ``q_k, v_k``).  Every control period answers at once from
+the newest plan: ``tau = tau_k + Kp (q_k + v_k s + a_k s^2 / 2 - q) + Kd (v_k +
+a_k s - v)`` (joints, ``s`` the time since the plan's state, ``Kp = m w^2``,
+``Kd = 2 m w`` with ``m`` the joint's diagonal inertia and ``w =
+hold_bandwidth``), then the QP of a solve state runs (:meth:`ControlStage.finish`,
+or at the start of the next cycle): a plan computed on state k applies from
+state k + 1 to k + N.  The supervisor's checks run on every state.  What the
+real stacks do (a WBC at a few hundred Hz under a faster joint loop), here in one
+process and deterministic: the command of a state does not wait for a solve.
 
 A ROS node (``ros/controller_node.py``) converts messages into an
 :class:`Observation` and a :class:`Command` into a message; it holds no safety
@@ -91,6 +104,9 @@ class StageConfig:
     estimator_noise: (position [m], velocity [m/s], acceleration [m/s^2]) std devs.
     com_mode: ``"reference"`` or ``"dcm"`` (see :func:`walker_to_reference`).
     lift_detection: detect a lifted robot from the foot force sensors and hold the posture.
+    solve_every: the QP runs on every N-th state (1: every state; see the module docstring).
+    hold_bandwidth: [rad/s] joint feedback between solves toward the plan's motion (0: the
+        plan's torques alone).
     """
 
     period: float = 0.001
@@ -102,12 +118,18 @@ class StageConfig:
     estimator_noise: tuple[float, float, float] = (1.0e-3, 2.0e-2, 0.5)
     com_mode: str = "reference"
     lift_detection: bool = True
+    solve_every: int = 1
+    hold_bandwidth: float = 0.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.period) and self.period > 0):
             raise WbcError(f"control period must be finite and > 0 [s], got {self.period}")
         if int(self.stale_periods) != self.stale_periods or self.stale_periods < 1:
             raise WbcError(f"stale_periods must be an integer >= 1, got {self.stale_periods}")
+        if int(self.solve_every) != self.solve_every or self.solve_every < 1:
+            raise WbcError(f"solve_every must be an integer >= 1, got {self.solve_every}")
+        if not (math.isfinite(self.hold_bandwidth) and self.hold_bandwidth >= 0):
+            raise WbcError(f"hold_bandwidth must be finite and >= 0 [rad/s], got {self.hold_bandwidth}")
 
 
 @dataclass
@@ -211,6 +233,11 @@ class ControlStage:
         self.base_estimate: tuple[np.ndarray, np.ndarray] | None = None
         self.needs_reset = True  # the controller is seeded at the next usable state
         self.resume_ns = 20 * self.period_ns  # a shorter outage resumes without re-seeding
+        self._plan: _Plan | None = None  # multi-rate: the newest solution
+        self._pending: tuple[Observation, WalkerReference | None] | None = None  # a solve that is due
+        # a plan solved on state k is renewed at state k + solve_every (half a period of slack)
+        self._solve_after_ns = (self.config.solve_every - 0.5) * self.period_ns
+        self._plan_expires_ns = (2 * self.config.solve_every + 0.5) * self.period_ns  # then solved at once
 
     def _new_estimator(self) -> LegOdometry:
         p, v, a = self.config.estimator_noise
@@ -220,6 +247,8 @@ class ControlStage:
 
     def _damping(self, stamp_ns: int, reason: str) -> Command:
         self.supervisor.refuse(reason)
+        self._plan = None
+        self._pending = None
         tau = self.ctrl.damping_torques(self.last_v)
         return Command(stamp_ns, self._clip(tau), True, "damping", reason)
 
@@ -234,35 +263,71 @@ class ControlStage:
         ``reference``: the walker's reference at ``obs.stamp_ns`` (None: the
         controller keeps its own, standing); ``reference_missing``: non-empty
         when a walking reference is expected but none covers this stamp (the
-        stage damps with that reason)."""
-        sup = self.supervisor
-        names = self.robot.joint_names
+        stage damps with that reason).  With ``solve_every > 1`` a solve this
+        state is due for runs in :meth:`finish` (or at the next cycle)."""
+        self.finish()
         ns = obs.stamp_ns
         if self.last_stamp_ns is not None and ns < self.last_stamp_ns:
             self.reset_time()  # time went backwards (the robot or simulation was reset)
         self.last_stamp_ns = ns
         vj = obs.v_joints
-        finite_v = np.where(np.isfinite(vj), vj, 0.0)
-        self.last_v[6:] = finite_v
+        self.last_v[6:] = np.where(np.isfinite(vj), vj, 0.0)
         self.last_v[:6] = 0.0
-        if obs.missing:
-            return self._damping(ns, f"joint states lack joints {list(obs.missing)}")
-        why = non_finite("joint position", obs.q_joints, names) or non_finite("joint velocity", vj, names)
+        why = self._unusable(obs, reference_missing)
         if why:
             return self._damping(ns, why)
+        plan = self._plan
+        if plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
+            return self._solve(obs, reference)
+        self.last_v[:6] = plan.v_base
+        cmd = self._hold(plan, obs)
+        if ns - plan.stamp_ns >= self._solve_after_ns:
+            self._pending = (obs, reference)
+        return cmd
+
+    def finish(self) -> None:
+        """Run the solve that the last :meth:`cycle` left due (multi-rate; no-op otherwise).
+        A node calls it after publishing the command, so the command does not wait for it."""
+        if self._pending is not None:
+            obs, reference = self._pending
+            self._pending = None
+            self._solve(obs, reference)
+
+    def _unusable(self, obs: Observation, reference_missing: str) -> str:
+        """Why the state cannot be controlled ("" if it can); latches a tilt."""
+        sup = self.supervisor
+        names = self.robot.joint_names
+        if obs.missing:
+            return f"joint states lack joints {list(obs.missing)}"
+        why = non_finite("joint position", obs.q_joints, names) or non_finite("joint velocity", obs.v_joints, names)
+        if why:
+            return why
         if obs.imu is None:
-            return self._damping(ns, "waiting for the IMU")
+            return "waiting for the IMU"
         quat, gyro, accel = obs.imu
         why = non_finite("IMU", np.concatenate([quat, gyro, accel]))
         if why or not np.linalg.norm(quat) > 0.5:
-            return self._damping(ns, why or "IMU orientation is not a unit quaternion")
+            return why or "IMU orientation is not a unit quaternion"
         tilt = _tilt(quat)
         if tilt > self.config.max_tilt:
             sup.fall(f"IMU tilt {tilt:.2f} rad > max_tilt {self.config.max_tilt} rad")
         if sup.latched is not None:
-            return self._damping(ns, sup.latched)
+            return sup.latched
         if reference_missing:
-            return self._damping(ns, reference_missing)
+            return reference_missing
+        if self.estimator is None and obs.base is None:
+            return "waiting for the base state"
+        if obs.base is not None and self.estimator is None:
+            q_base, v_base = obs.base
+            return non_finite("base pose", q_base) or non_finite("base velocity", v_base) or ""
+        return ""
+
+    def _solve(self, obs: Observation, reference: WalkerReference | None) -> Command:
+        """The whole-body QP on ``obs`` (a usable state); sets the plan."""
+        sup = self.supervisor
+        ns = obs.stamp_ns
+        vj = obs.v_joints
+        quat, gyro, accel = obs.imu
         contacts = self._contacts(obs, reference)
         if self.estimator is not None:
             dt_est = 0.0 if self.last_ctrl_ns is None else max(0.0, (ns - self.last_ctrl_ns) * 1e-9)
@@ -270,13 +335,11 @@ class ControlStage:
             q_base = np.concatenate([p, quat / np.linalg.norm(quat)])
             v_base = np.concatenate([R.T @ v_world, gyro])
             self.base_estimate = (q_base, v_base)
-        elif obs.base is not None:
-            q_base, v_base = obs.base
+            why = non_finite("base pose", q_base) or non_finite("base velocity", v_base)
+            if why:
+                return self._damping(ns, why)
         else:
-            return self._damping(ns, "waiting for the base state")
-        why = non_finite("base pose", q_base) or non_finite("base velocity", v_base)
-        if why:
-            return self._damping(ns, why)
+            q_base, v_base = obs.base
         q = np.concatenate([q_base, obs.q_joints])
         v = np.concatenate([v_base, vj])
         self.last_v[:6] = v_base
@@ -295,8 +358,10 @@ class ControlStage:
                 sup.events.append(f"resumed at t = {t:.3f} s after {gap * 1e-6:.1f} ms")
             sup.armed = True
             sup.reason = ""
-        if self.config.fixed_dt or self.last_ctrl_ns is None or ns == self.last_ctrl_ns:
+        if self.last_ctrl_ns is None or ns == self.last_ctrl_ns:
             dt = self.config.period
+        elif self.config.fixed_dt:
+            dt = self.config.period * max(1, round((ns - self.last_ctrl_ns) / self.period_ns))
         else:
             dt = (ns - self.last_ctrl_ns) * 1e-9
         self.last_ctrl_ns = ns
@@ -313,7 +378,25 @@ class ControlStage:
             wbc_ref = walker_to_reference(reference, want, self.config.com_mode, st.com.copy(), st.vcom.copy())
         result = ctrl.cycle(q, v, dt, wbc_ref)
         self.last_result = result
-        return Command(ns, self._clip(result.tau), result.status == "damping", result.status, result.reason)
+        damping = result.status == "damping"
+        tau = self._clip(result.tau)
+        if self.config.solve_every > 1:
+            m = np.diagonal(ctrl.state.M)[6:]
+            w = self.config.hold_bandwidth
+            self._plan = _Plan(ns, obs.q_joints.copy(), vj.copy(), result.a[6:].copy(), tau, damping,
+                               result.status, result.reason, v_base.copy(), m * w * w, 2.0 * m * w)
+        return Command(ns, tau, damping, result.status, result.reason)
+
+    def _hold(self, plan: "_Plan", obs: Observation) -> Command:
+        """The command between solves: the plan's torques with joint feedback toward its motion."""
+        if plan.damping:
+            return Command(obs.stamp_ns, self._clip(self.ctrl.damping_torques(self.last_v)), True, "damping", plan.reason)
+        s = (obs.stamp_ns - plan.stamp_ns) * 1e-9
+        a = plan.a
+        v_pred = plan.v + a * s
+        q_pred = plan.q + (plan.v + 0.5 * s * a) * s
+        tau = plan.tau + plan.kp * (q_pred - obs.q_joints) + plan.kd * (v_pred - obs.v_joints)
+        return Command(obs.stamp_ns, np.clip(tau, -self.robot.tau_max, self.robot.tau_max), False, plan.status, plan.reason)
 
     def _contacts(self, obs: Observation, reference: WalkerReference | None) -> dict[str, bool]:
         """Feet in contact for the estimator: force sensors, else the walking reference's
@@ -350,6 +433,23 @@ class ControlStage:
         self.last_ctrl_ns = None
         if self.estimator is not None:
             self.estimator = self._new_estimator()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A solve's outcome for the states until the next one (multi-rate)."""
+
+    stamp_ns: int
+    q: np.ndarray  # joint positions, velocities, accelerations at stamp_ns
+    v: np.ndarray
+    a: np.ndarray
+    tau: np.ndarray  # clipped joint torques
+    damping: bool
+    status: str
+    reason: str
+    v_base: np.ndarray
+    kp: np.ndarray  # per joint [N m / rad], [N m s / rad]
+    kd: np.ndarray
 
 
 def _tilt(quat_xyzw: np.ndarray) -> float:

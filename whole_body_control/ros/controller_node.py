@@ -99,6 +99,21 @@ PARAMS = [
     Param("reference_sync", "exact", "walking reference: 'exact' (lockstep: wait for it), 'latest' or 'none'"),
     Param("base_sync", "exact", "external base state: 'exact' (same stamp as the joint states) or 'latest'"),
     Param("base_timeout", 0.01, "base_sync latest: largest base-state age accepted [s]", (0.0, 10.0)),
+    Param(
+        "solve_period",
+        0.0,
+        "the whole-body QP runs every solve_period [s] of state stamps (rounded to whole control periods; "
+        "0: on every state); the states between are answered at once with the newest solution's torques",
+        (0.0, 1.0),
+        read_only=True,
+    ),
+    Param(
+        "hold_bandwidth",
+        0.0,
+        "between solves: joint feedback toward the solution's motion [rad/s] (0: its torques alone)",
+        (0.0, 1000.0),
+        read_only=True,
+    ),
     Param("fixed_dt", False, "use control_period as the time step (lockstep) instead of the stamp differences"),
     Param(
         "max_tilt", 0.8, "IMU tilt from upright above which the robot has fallen (latched damping) [rad]", (0.0, 3.2)
@@ -148,6 +163,8 @@ class ControllerNode(Node):
                 estimator=p["estimator"] == "internal",
                 contact_force=p["contact_force"],
                 com_mode=p["com_mode"],
+                solve_every=max(1, round(p["solve_period"] / self.period)),
+                hold_bandwidth=p["hold_bandwidth"],
             ),
         )
         self.ctrl = self.stage.ctrl
@@ -570,6 +587,7 @@ class ControllerNode(Node):
         self._publish(cmd)
         self.last_answered = ns
         self.tick_s[self.ticks % TICKS] = time.perf_counter() - t0
+        self.stage.finish()  # a due solve (solve_period), after the command went out
         self.ticks += 1
         self._log_events()
 
