@@ -156,3 +156,98 @@ def test_stage_detects_a_lift_from_the_foot_sensors_and_holds_the_posture(talos)
         cmd = stage.cycle(lifted)
         sim.step(cmd.tau)
     assert stage.lifted and cmd.status == "airborne"
+
+
+def walk_through_stage(robot, config: StageConfig, steps: int, push=None):
+    """Closed loop on MuJoCo through the stage, walking ``steps`` at 0.25 m/s from 0.2 s
+    (``push``: (t, dv) on the torso).  Returns (sim, stage, commands, solves)."""
+    from whole_body_control.runs.runner import push_body
+    from whole_body_control.sim.fall import FallDetector
+    from whole_body_control.walker_stage import make_walker, walker_reference
+    from zmp_walker import MeasuredState
+
+    sim = Simulation(robot, SimConfig(visual_meshes=False))
+    sim.reset(robot.q_ref)
+    stage = ControlStage(robot, None, config)
+    lead = stage.ctrl.config.contacts.transition_time
+    fall = FallDetector(robot)
+    walker, commands, solves, k = None, [], 0, 0
+    while walker is None or k * 1e-3 < walker.schedule.end_time + 0.5:
+        t = k * 1e-3
+        if push is not None and abs(t - push[0]) < 5e-4:
+            sim.push_velocity_change(push_body(robot), np.array(push[1]), 0.1)
+        if walker is None and t >= 0.2:
+            walker = make_walker(robot, stage.ctrl)
+            walker.walk_steps(steps, 0.25)
+        st = stage.ctrl.state
+        measured = MeasuredState(st.com.copy(), st.vcom.copy()) if config.com_mode == "dcm" else None
+        ref = walker_reference(walker, t, lead, measured) if walker is not None else None
+        before = stage.last_result
+        cmd = stage.cycle(observe(sim, k * PERIOD_NS), ref)
+        stage.finish()
+        solves += stage.last_result is not before
+        commands.append(cmd)
+        sim.step(cmd.tau)
+        st = stage.ctrl.state
+        assert not fall.update(t, sim, st.com, st.vcom, stage.ctrl.support_polygon()), fall.reason
+        k += 1
+    return sim, stage, commands, solves
+
+
+@pytest.mark.parametrize("robot_name", ["talos", "g1"])
+def test_multi_rate_stage_walks_solving_every_fourth_state(robot_name, talos):
+    """solve_every = 4 (the ROS graph's 250 Hz QP under a 1 kHz loop): the robot walks
+    6 steps (the walker with DCM feedback on the measured CoM, as in-process), one
+    solve per 4 states, every command answering its own state."""
+    robot = talos if robot_name == "talos" else load_robot("g1")
+    sim, stage, commands, solves = walk_through_stage(
+        robot, StageConfig(period=0.001, fixed_dt=True, solve_every=4, com_mode="dcm"), steps=6
+    )
+    assert not any(c.damping for c in commands)
+    assert [c.stamp_ns for c in commands] == [k * PERIOD_NS for k in range(len(commands))]
+    assert abs(solves - len(commands) / 4) <= 2, (solves, len(commands))
+    assert sim.q[0] > 0.5 and sim.base_height() > 0.9 * robot.q_ref[2]
+
+
+def test_multi_rate_holds_the_plan_and_damps_at_once_on_a_bad_state(talos):
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    stage = ControlStage(talos, None, StageConfig(period=0.001, fixed_dt=True, solve_every=4))
+    taus = []
+    for k in range(8):
+        cmd = stage.cycle(observe(sim, k * PERIOD_NS))
+        stage.finish()
+        taus.append(cmd.tau)
+        sim.step(cmd.tau)
+    # state 0 solved and answered; states 1-4 hold its torques (hold_bandwidth 0); the solve
+    # on state 4 (after its command) answers 5-8
+    for k in (1, 2, 3, 4):
+        np.testing.assert_array_equal(taus[k], taus[0])
+    assert not np.array_equal(taus[5], taus[4])
+    np.testing.assert_array_equal(taus[6], taus[5])
+    bad = observe(sim, 8 * PERIOD_NS)
+    bad.q_joints[3] = np.nan  # a hold state: checked all the same, no plan used
+    cmd = stage.cycle(bad)
+    assert cmd.damping and talos.joint_names[3] in cmd.reason and np.isfinite(cmd.tau).all()
+    cmd = stage.cycle(observe(sim, 9 * PERIOD_NS))
+    assert not cmd.damping, "the next usable state solves at once"
+
+
+def test_multi_rate_in_a_second_thread_stands_and_drops_a_plan_overtaken_by_damping(talos):
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_thread=True))
+    for k in range(500):
+        cmd = stage.cycle(observe(sim, k * PERIOD_NS))
+        assert not cmd.damping, cmd.reason
+        sim.step(cmd.tau)
+    assert sim.base_height() > 0.95 * talos.q_ref[2]
+    # a solve in flight when a damping comes in must not install its plan
+    stage._worker.wait()
+    obs = observe(sim, 504 * PERIOD_NS)
+    stage.cycle(obs)  # due: submitted to the thread
+    stage.fail(obs.stamp_ns, "test: damping while the solve runs")
+    stage._worker.wait()
+    assert stage._plan is None and not stage.supervisor.armed
+    with pytest.raises(WbcError, match="solve_every"):
+        StageConfig(solve_every=0)

@@ -21,8 +21,11 @@ a_k s - v)`` (joints, ``s`` the time since the plan's state, ``Kp = m w^2``,
 hold_bandwidth``), then the QP of a solve state runs (:meth:`ControlStage.finish`,
 or at the start of the next cycle): a plan computed on state k applies from
 state k + 1 to k + N.  The supervisor's checks run on every state.  What the
-real stacks do (a WBC at a few hundred Hz under a faster joint loop), here in one
-process and deterministic: the command of a state does not wait for a solve.
+real stacks do (a WBC at a few hundred Hz under a faster joint loop): the command
+of a state does not wait for a solve.  In one thread (default) the run is
+deterministic (lockstep).  With ``solve_thread`` the due solve runs in a second
+thread and the states use the newest plan that is finished (real time: a solve
+longer than a control period then delays no command; not reproducible to the bit).
 
 A ROS node (``ros/controller_node.py``) converts messages into an
 :class:`Observation` and a :class:`Command` into a message; it holds no safety
@@ -37,6 +40,7 @@ never a non-finite value, never the last torque held.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,6 +111,7 @@ class StageConfig:
     solve_every: the QP runs on every N-th state (1: every state; see the module docstring).
     hold_bandwidth: [rad/s] joint feedback between solves toward the plan's motion (0: the
         plan's torques alone).
+    solve_thread: run the due solves in a second thread (``solve_every > 1``, real time).
     """
 
     period: float = 0.001
@@ -120,6 +125,7 @@ class StageConfig:
     lift_detection: bool = True
     solve_every: int = 1
     hold_bandwidth: float = 0.0
+    solve_thread: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.period) and self.period > 0):
@@ -238,6 +244,9 @@ class ControlStage:
         # a plan solved on state k is renewed at state k + solve_every (half a period of slack)
         self._solve_after_ns = (self.config.solve_every - 0.5) * self.period_ns
         self._plan_expires_ns = (2 * self.config.solve_every + 0.5) * self.period_ns  # then solved at once
+        self._generation = 0  # a damping or reset makes a plan in flight obsolete
+        threaded = self.config.solve_thread and self.config.solve_every > 1
+        self._worker = _SolveThread(self._solve_in_background) if threaded else None
 
     def _new_estimator(self) -> LegOdometry:
         p, v, a = self.config.estimator_noise
@@ -247,6 +256,7 @@ class ControlStage:
 
     def _damping(self, stamp_ns: int, reason: str) -> Command:
         self.supervisor.refuse(reason)
+        self._generation += 1
         self._plan = None
         self._pending = None
         tau = self.ctrl.damping_torques(self.last_v)
@@ -266,6 +276,10 @@ class ControlStage:
         stage damps with that reason).  With ``solve_every > 1`` a solve this
         state is due for runs in :meth:`finish` (or at the next cycle)."""
         self.finish()
+        worker = self._worker
+        if worker is not None and worker.error is not None:
+            error, worker.error = worker.error, None
+            return self._damping(obs.stamp_ns, f"solve failed: {error!r}")
         ns = obs.stamp_ns
         if self.last_stamp_ns is not None and ns < self.last_stamp_ns:
             self.reset_time()  # time went backwards (the robot or simulation was reset)
@@ -278,11 +292,16 @@ class ControlStage:
             return self._damping(ns, why)
         plan = self._plan
         if plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
+            if worker is not None:
+                worker.wait()  # the controller is not shared between two solves
             return self._solve(obs, reference)
         self.last_v[:6] = plan.v_base
         cmd = self._hold(plan, obs)
         if ns - plan.stamp_ns >= self._solve_after_ns:
-            self._pending = (obs, reference)
+            if worker is None:
+                self._pending = (obs, reference)
+            else:
+                worker.submit((obs, reference, self._generation))  # busy: tried again next state
         return cmd
 
     def finish(self) -> None:
@@ -322,8 +341,15 @@ class ControlStage:
             return non_finite("base pose", q_base) or non_finite("base velocity", v_base) or ""
         return ""
 
-    def _solve(self, obs: Observation, reference: WalkerReference | None) -> Command:
-        """The whole-body QP on ``obs`` (a usable state); sets the plan."""
+    def _solve_in_background(self, obs: Observation, reference: WalkerReference | None, generation: int) -> None:
+        if generation == self._generation and self.supervisor.armed:
+            self._solve(obs, reference, generation)
+
+    def _solve(self, obs: Observation, reference: WalkerReference | None, generation: int | None = None) -> Command:
+        """The whole-body QP on ``obs`` (a usable state); sets the plan.  ``generation``: a
+        solve in the second thread (it never arms, and its plan is dropped when a damping
+        or reset came in between)."""
+        background = generation is not None
         sup = self.supervisor
         ns = obs.stamp_ns
         vj = obs.v_joints
@@ -342,10 +368,11 @@ class ControlStage:
             q_base, v_base = obs.base
         q = np.concatenate([q_base, obs.q_joints])
         v = np.concatenate([v_base, vj])
-        self.last_v[:6] = v_base
+        if not background:
+            self.last_v[:6] = v_base
         t = ns * 1e-9
         ctrl = self.ctrl
-        if not sup.armed:
+        if not sup.armed and not background:
             gap = None if self.last_ctrl_ns is None else ns - self.last_ctrl_ns
             if self.needs_reset or gap is None or gap > self.resume_ns:
                 ctrl.reset(q, v, t)
@@ -383,8 +410,10 @@ class ControlStage:
         if self.config.solve_every > 1:
             m = np.diagonal(ctrl.state.M)[6:]
             w = self.config.hold_bandwidth
-            self._plan = _Plan(ns, obs.q_joints.copy(), vj.copy(), result.a[6:].copy(), tau, damping,
-                               result.status, result.reason, v_base.copy(), m * w * w, 2.0 * m * w)
+            plan = _Plan(ns, obs.q_joints.copy(), vj.copy(), result.a[6:].copy(), tau, damping,
+                         result.status, result.reason, v_base.copy(), m * w * w, 2.0 * m * w)
+            if not background or generation == self._generation:
+                self._plan = plan
         return Command(ns, tau, damping, result.status, result.reason)
 
     def _hold(self, plan: "_Plan", obs: Observation) -> Command:
@@ -420,6 +449,7 @@ class ControlStage:
 
     def rearm(self) -> str:
         """Leave a latched fall or e-stop (the controller is re-seeded); "" or why not."""
+        self._generation += 1
         why = self.supervisor.rearm()
         if not why:
             self.needs_reset = True
@@ -427,12 +457,58 @@ class ControlStage:
 
     def reset_time(self) -> None:
         """The robot's time went backwards (reset): re-arm from the next state, new estimate."""
+        if self._worker is not None:
+            self._worker.wait()
+        self._generation += 1
         self.supervisor.armed = False
         self.supervisor.reason = "time went backwards: re-arming"
         self.needs_reset = True
         self.last_ctrl_ns = None
         if self.estimator is not None:
             self.estimator = self._new_estimator()
+
+
+class _SolveThread:
+    """One worker thread that runs one solve at a time (``StageConfig.solve_thread``).
+
+    ``submit`` hands it a job unless it is busy; ``wait`` blocks until it is idle; an
+    exception of a job is kept in ``error`` for the stage (which then damps)."""
+
+    def __init__(self, solve) -> None:
+        self._solve = solve
+        self._job = None
+        self._busy = False
+        self._cv = threading.Condition()
+        self.error: BaseException | None = None
+        threading.Thread(target=self._run, name="wbc-solve", daemon=True).start()
+
+    def submit(self, job: tuple) -> bool:
+        with self._cv:
+            if self._busy:
+                return False
+            self._job, self._busy = job, True
+            self._cv.notify_all()
+            return True
+
+    def wait(self) -> None:
+        with self._cv:
+            while self._busy:
+                self._cv.wait()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while self._job is None:
+                    self._cv.wait()
+                job = self._job
+            try:
+                self._solve(*job)
+            except Exception as exc:  # noqa: BLE001 - reported to the stage, which damps
+                self.error = exc
+            finally:
+                with self._cv:
+                    self._job, self._busy = None, False
+                    self._cv.notify_all()
 
 
 @dataclass(frozen=True)

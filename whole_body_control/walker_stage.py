@@ -8,6 +8,7 @@ nodes import it, so it loads neither MuJoCo nor the runners (``test/test_layers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -160,3 +161,12 @@ def contacts_ahead(walker: PatternGenerator, t: float, lead: float) -> dict[str,
     ahead = walker.schedule.contacts_at(t + lead)
     # release early (ahead says off while now on); never add early
     return {s: now[s] and ahead[s] for s in SIDES}
+
+
+def walker_reference(walker: PatternGenerator, t: float, lead: float, measured=None) -> WalkerReference:
+    """The walker's reference at ``t`` with the contact flags the controller should use
+    (:func:`contacts_ahead`: a foot released ``lead`` [s] before its lift-off)."""
+    ref = walker.cycle(t, measured)
+    contacts = contacts_ahead(walker, t, lead)
+    feet = {s: dataclasses.replace(ref.feet[s], in_contact=bool(contacts[s])) for s in SIDES}
+    return dataclasses.replace(ref, feet=feet)

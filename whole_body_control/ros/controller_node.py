@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 
 import numpy as np
@@ -114,6 +115,13 @@ PARAMS = [
         (0.0, 1000.0),
         read_only=True,
     ),
+    Param(
+        "solve_thread",
+        False,
+        "run the due QP solves in a second thread, the commands never wait for one (real time; "
+        "lockstep needs false to be reproducible)",
+        read_only=True,
+    ),
     Param("fixed_dt", False, "use control_period as the time step (lockstep) instead of the stamp differences"),
     Param(
         "max_tilt", 0.8, "IMU tilt from upright above which the robot has fallen (latched damping) [rad]", (0.0, 3.2)
@@ -165,8 +173,13 @@ class ControllerNode(Node):
                 com_mode=p["com_mode"],
                 solve_every=max(1, round(p["solve_period"] / self.period)),
                 hold_bandwidth=p["hold_bandwidth"],
+                solve_thread=p["solve_thread"],
             ),
         )
+        if p["solve_thread"]:
+            # The solve thread holds the GIL while it runs Python code: with the default
+            # 5 ms switch interval a joint state arriving meanwhile would wait up to 5 ms.
+            sys.setswitchinterval(1e-4)
         self.ctrl = self.stage.ctrl
         self.reader = cv.JointStateReader(self.robot.joint_names)
         self.joint_map = cv.JointMap(self.robot.joint_names)
