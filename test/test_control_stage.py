@@ -251,3 +251,25 @@ def test_multi_rate_in_a_second_thread_stands_and_drops_a_plan_overtaken_by_damp
     assert stage._plan is None and not stage.supervisor.armed
     with pytest.raises(WbcError, match="solve_every"):
         StageConfig(solve_every=0)
+
+
+def test_multi_rate_with_a_waiting_thread_is_reproducible_to_the_bit(talos):
+    """solve_wait = 2 (lockstep): the plan of state k is taken at state k + 2 whatever the
+    threads' timing, so two runs give the same torques."""
+
+    def run():
+        sim = Simulation(talos, SimConfig(visual_meshes=False))
+        sim.reset(talos.q_ref)
+        config = StageConfig(period=0.001, fixed_dt=True, solve_every=4, solve_thread=True, solve_wait=2)
+        stage = ControlStage(talos, None, config)
+        out = []
+        for k in range(300):
+            cmd = stage.cycle(observe(sim, k * PERIOD_NS))
+            out.append(cmd.tau)
+            sim.step(cmd.tau)
+        return np.array(out)
+
+    a, b = run(), run()
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a[5], a[0])  # state 0's plan until state 4's is taken, at 6
+    assert not np.array_equal(a[6], a[5])

@@ -24,8 +24,11 @@ state k + 1 to k + N.  The supervisor's checks run on every state.  What the
 real stacks do (a WBC at a few hundred Hz under a faster joint loop): the command
 of a state does not wait for a solve.  In one thread (default) the run is
 deterministic (lockstep).  With ``solve_thread`` the due solve runs in a second
-thread and the states use the newest plan that is finished (real time: a solve
-longer than a control period then delays no command; not reproducible to the bit).
+thread, beside the commands of the next states: with ``solve_wait = D > 0`` the
+plan of state k is taken at state k + D, waiting for it if it is not finished
+(reproducible to the bit: lockstep, where the solve then overlaps D round trips
+to the robot); with ``D = 0`` the states take the newest finished plan and never
+wait (real time: a solve longer than a control period delays no command).
 
 A ROS node (``ros/controller_node.py``) converts messages into an
 :class:`Observation` and a :class:`Command` into a message; it holds no safety
@@ -111,7 +114,9 @@ class StageConfig:
     solve_every: the QP runs on every N-th state (1: every state; see the module docstring).
     hold_bandwidth: [rad/s] joint feedback between solves toward the plan's motion (0: the
         plan's torques alone).
-    solve_thread: run the due solves in a second thread (``solve_every > 1``, real time).
+    solve_thread: run the due solves in a second thread (``solve_every > 1``).
+    solve_wait: with ``solve_thread``: a plan is taken this many states after the state
+        it solved, waiting for it (reproducible); 0: the newest finished plan, no wait.
     """
 
     period: float = 0.001
@@ -126,6 +131,7 @@ class StageConfig:
     solve_every: int = 1
     hold_bandwidth: float = 0.0
     solve_thread: bool = False
+    solve_wait: int = 0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.period) and self.period > 0):
@@ -134,6 +140,8 @@ class StageConfig:
             raise WbcError(f"stale_periods must be an integer >= 1, got {self.stale_periods}")
         if int(self.solve_every) != self.solve_every or self.solve_every < 1:
             raise WbcError(f"solve_every must be an integer >= 1, got {self.solve_every}")
+        if int(self.solve_wait) != self.solve_wait or not 0 <= self.solve_wait <= self.solve_every:
+            raise WbcError(f"solve_wait must be an integer in [0, solve_every], got {self.solve_wait}")
         if not (math.isfinite(self.hold_bandwidth) and self.hold_bandwidth >= 0):
             raise WbcError(f"hold_bandwidth must be finite and >= 0 [rad/s], got {self.hold_bandwidth}")
 
@@ -247,6 +255,8 @@ class ControlStage:
         self._generation = 0  # a damping or reset makes a plan in flight obsolete
         threaded = self.config.solve_thread and self.config.solve_every > 1
         self._worker = _SolveThread(self._solve_in_background) if threaded else None
+        self._submitted_ns: int | None = None  # the state of the solve in the thread
+        self._solved: tuple[int, _Plan] | None = None  # (generation, plan) it produced
 
     def _new_estimator(self) -> LegOdometry:
         p, v, a = self.config.estimator_noise
@@ -290,19 +300,37 @@ class ControlStage:
         why = self._unusable(obs, reference_missing)
         if why:
             return self._damping(ns, why)
+        if self._submitted_ns is not None:
+            self._take_solved(ns)
         plan = self._plan
         if plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
             if worker is not None:
                 worker.wait()  # the controller is not shared between two solves
+                self._submitted_ns = self._solved = None
             return self._solve(obs, reference)
         self.last_v[:6] = plan.v_base
         cmd = self._hold(plan, obs)
         if ns - plan.stamp_ns >= self._solve_after_ns:
             if worker is None:
                 self._pending = (obs, reference)
-            else:
-                worker.submit((obs, reference, self._generation))  # busy: tried again next state
+            elif self._submitted_ns is None:
+                worker.submit((obs, reference, self._generation))
+                self._submitted_ns = ns
         return cmd
+
+    def _take_solved(self, ns: int) -> None:
+        """Install the second thread's plan: at ``solve_wait`` states after its state
+        (waiting for it), or as soon as it is finished (``solve_wait = 0``)."""
+        worker = self._worker
+        if self.config.solve_wait > 0:
+            if ns - self._submitted_ns < (self.config.solve_wait - 0.5) * self.period_ns:
+                return
+            worker.wait()
+        elif worker.busy:
+            return
+        solved, self._solved, self._submitted_ns = self._solved, None, None
+        if solved is not None and solved[0] == self._generation:
+            self._plan = solved[1]
 
     def finish(self) -> None:
         """Run the solve that the last :meth:`cycle` left due (multi-rate; no-op otherwise).
@@ -342,13 +370,12 @@ class ControlStage:
         return ""
 
     def _solve_in_background(self, obs: Observation, reference: WalkerReference | None, generation: int) -> None:
-        if generation == self._generation and self.supervisor.armed:
-            self._solve(obs, reference, generation)
+        self._solve(obs, reference, generation)
 
     def _solve(self, obs: Observation, reference: WalkerReference | None, generation: int | None = None) -> Command:
         """The whole-body QP on ``obs`` (a usable state); sets the plan.  ``generation``: a
-        solve in the second thread (it never arms, and its plan is dropped when a damping
-        or reset came in between)."""
+        solve in the second thread (it never arms; its plan goes to ``_solved``, dropped
+        by :meth:`_take_solved` when a damping or reset came in between)."""
         background = generation is not None
         sup = self.supervisor
         ns = obs.stamp_ns
@@ -412,7 +439,9 @@ class ControlStage:
             w = self.config.hold_bandwidth
             plan = _Plan(ns, obs.q_joints.copy(), vj.copy(), result.a[6:].copy(), tau, damping,
                          result.status, result.reason, v_base.copy(), m * w * w, 2.0 * m * w)
-            if not background or generation == self._generation:
+            if background:
+                self._solved = (generation, plan)
+            else:
                 self._plan = plan
         return Command(ns, tau, damping, result.status, result.reason)
 
@@ -489,6 +518,10 @@ class _SolveThread:
             self._job, self._busy = job, True
             self._cv.notify_all()
             return True
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
 
     def wait(self) -> None:
         with self._cv:

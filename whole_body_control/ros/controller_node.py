@@ -118,8 +118,15 @@ PARAMS = [
     Param(
         "solve_thread",
         False,
-        "run the due QP solves in a second thread, the commands never wait for one (real time; "
-        "lockstep needs false to be reproducible)",
+        "run the due QP solves in a second thread, beside the commands of the next states",
+        read_only=True,
+    ),
+    Param(
+        "solve_wait",
+        0,
+        "solve_thread: take a solution this many states after the state it solved, waiting for it "
+        "(lockstep: reproducible to the bit); 0: the newest finished one, never wait (real time)",
+        (0, 1000),
         read_only=True,
     ),
     Param("fixed_dt", False, "use control_period as the time step (lockstep) instead of the stamp differences"),
@@ -174,6 +181,7 @@ class ControllerNode(Node):
                 solve_every=max(1, round(p["solve_period"] / self.period)),
                 hold_bandwidth=p["hold_bandwidth"],
                 solve_thread=p["solve_thread"],
+                solve_wait=min(p["solve_wait"], max(1, round(p["solve_period"] / self.period))),
             ),
         )
         if p["solve_thread"]:
@@ -181,6 +189,9 @@ class ControllerNode(Node):
             # 5 ms switch interval a joint state arriving meanwhile would wait up to 5 ms.
             sys.setswitchinterval(1e-4)
         self.ctrl = self.stage.ctrl
+        # lockstep (a simulated robot that steps once per command): the first command waits for
+        # every input, so that a run does not depend on which node of the graph started first
+        self.lockstep_sync = p["reference_sync"] == "exact" or (p["estimator"] == "external" and p["base_sync"] == "exact")
         self.reader = cv.JointStateReader(self.robot.joint_names)
         self.joint_map = cv.JointMap(self.robot.joint_names)
         self.command_index: np.ndarray | None = None  # set once the joint order is known
@@ -497,8 +508,11 @@ class ControllerNode(Node):
     def _base_for(self, ns: int):
         """(base, wait): the external base state for the stamp, or whether to wait for it."""
         if self.p["base_sync"] == "exact":
+            # lockstep: wait for the base state of the stamp; a re-sent state is answered with
+            # what there is, unless no base state came yet (the robot waits for the first
+            # command, time stands still: an answer now would start it at a graph-start race)
             base = self.base.get(ns)
-            return base, base is None and not self.resent
+            return base, base is None and (not self.resent or not self.seen.get("base_state"))
         if not self.base:
             return None, False
         newest = max(self.base)
@@ -511,8 +525,8 @@ class ControllerNode(Node):
         refs = self.refs
         if refs.covers(ns):
             return refs.at(ns), "", False
-        if self.p["reference_sync"] == "exact" and not self.resent:
-            return None, "", True
+        if self.p["reference_sync"] == "exact" and (not self.resent or self.refs_received == 0):
+            return None, "", True  # (as for the base state: the first trajectory is waited for)
         if self.refs_received == 0:
             if self.p["reference_sync"] == "latest":
                 return None, "", False  # stand on the controller's own reference until the walker starts
@@ -565,6 +579,8 @@ class ControllerNode(Node):
     def _tick(self) -> None:
         if self.pending is None or self.command_index is None or self.fatal:
             return
+        if self.first_command_s is None and self.lockstep_sync and self.waiting_for():
+            return  # lockstep: the robot's time stands still until every input has come once
         t0 = time.perf_counter()
         ns, data = self.pending
         now = self.get_clock().now().nanoseconds

@@ -139,7 +139,7 @@ def sim_graph(
         "reference_sync": ref_sync,
         "base_sync": "exact" if lockstep else "latest",
         "fixed_dt": bool(lockstep),
-        "solve_thread": not lockstep,  # a second thread is not reproducible to the bit
+        "solve_wait": 2 if lockstep else 0,  # lockstep: reproducible, the solve beside two round trips
         "imu_topic": SIM_IMU,
         "read_joint_order": False,  # the bridge's `joints` come from the same parameter file
     }
@@ -196,7 +196,7 @@ def hardware_graph(
         "reference_sync": ("exact" if lockstep else "latest") if walker else "none",
         "base_sync": "exact" if lockstep else "latest",  # estimator node: its odometry of the same stamp
         "fixed_dt": bool(lockstep),
-        "solve_thread": not lockstep,  # a second thread is not reproducible to the bit
+        "solve_wait": 2 if lockstep else 0,  # lockstep: reproducible, the solve beside two round trips
         "joint_states_topic": joint_states_topic,
         "imu_topic": imu_topic,
         "left_wrench_topic": left_wrench_topic,
