@@ -332,6 +332,12 @@ class ControlStage:
         if solved is not None and solved[0] == self._generation:
             self._plan = solved[1]
 
+    def wants_reference(self, ns: int) -> bool:
+        """Whether :meth:`cycle` may use the walking reference at ``ns`` (a solve: sampling it
+        can be skipped for the other states; its coverage still has to be checked)."""
+        plan = self._plan
+        return plan is None or not self.supervisor.armed or ns - plan.stamp_ns >= self._solve_after_ns
+
     def finish(self) -> None:
         """Run the solve that the last :meth:`cycle` left due (multi-rate; no-op otherwise).
         A node calls it after publishing the command, so the command does not wait for it."""
@@ -346,15 +352,25 @@ class ControlStage:
         names = self.robot.joint_names
         if obs.missing:
             return f"joint states lack joints {list(obs.missing)}"
-        why = non_finite("joint position", obs.q_joints, names) or non_finite("joint velocity", obs.v_joints, names)
-        if why:
-            return why
-        if obs.imu is None:
-            return "waiting for the IMU"
-        quat, gyro, accel = obs.imu
-        why = non_finite("IMU", np.concatenate([quat, gyro, accel]))
-        if why or not np.linalg.norm(quat) > 0.5:
-            return why or "IMU orientation is not a unit quaternion"
+        external = obs.base is not None and self.estimator is None
+        if obs.imu is not None:
+            # one sum over every input: finite unless one of them is not (checked one by one then)
+            parts = (obs.q_joints, obs.v_joints, *obs.imu, *(obs.base if external else ()))
+            all_finite = math.isfinite(np.concatenate(parts).sum())
+        else:
+            all_finite = False
+        if not all_finite:
+            why = non_finite("joint position", obs.q_joints, names) or non_finite("joint velocity", obs.v_joints, names)
+            if why:
+                return why
+            if obs.imu is None:
+                return "waiting for the IMU"
+            why = non_finite("IMU", np.concatenate(obs.imu))
+            if why:
+                return why
+        quat = obs.imu[0]
+        if not float(quat.dot(quat)) > 0.25:
+            return "IMU orientation is not a unit quaternion"
         tilt = _tilt(quat)
         if tilt > self.config.max_tilt:
             sup.fall(f"IMU tilt {tilt:.2f} rad > max_tilt {self.config.max_tilt} rad")
@@ -364,7 +380,7 @@ class ControlStage:
             return reference_missing
         if self.estimator is None and obs.base is None:
             return "waiting for the base state"
-        if obs.base is not None and self.estimator is None:
+        if external and not all_finite:
             q_base, v_base = obs.base
             return non_finite("base pose", q_base) or non_finite("base velocity", v_base) or ""
         return ""
@@ -449,6 +465,8 @@ class ControlStage:
         """The command between solves: the plan's torques with joint feedback toward its motion."""
         if plan.damping:
             return Command(obs.stamp_ns, self._clip(self.ctrl.damping_torques(self.last_v)), True, "damping", plan.reason)
+        if not self.config.hold_bandwidth:
+            return Command(obs.stamp_ns, plan.tau, False, plan.status, plan.reason)  # clipped when planned
         s = (obs.stamp_ns - plan.stamp_ns) * 1e-9
         a = plan.a
         v_pred = plan.v + a * s
@@ -563,6 +581,6 @@ class _Plan:
 
 def _tilt(quat_xyzw: np.ndarray) -> float:
     """Angle [rad] between the base z axis and the world z axis."""
-    x, y, z, w = quat_xyzw / np.linalg.norm(quat_xyzw)
-    r22 = 1.0 - 2.0 * (x * x + y * y)
+    x, y, z, w = quat_xyzw.tolist()
+    r22 = 1.0 - 2.0 * (x * x + y * y) / (x * x + y * y + z * z + w * w)
     return float(math.acos(max(-1.0, min(1.0, r22))))

@@ -524,7 +524,7 @@ class ControllerNode(Node):
         """(reference, why missing, wait)."""
         refs = self.refs
         if refs.covers(ns):
-            return refs.at(ns), "", False
+            return (refs.at(ns) if self.stage.wants_reference(ns) else None), "", False
         if self.p["reference_sync"] == "exact" and (not self.resent or self.refs_received == 0):
             return None, "", True  # (as for the base state: the first trajectory is waited for)
         if self.refs_received == 0:
