@@ -378,6 +378,35 @@ def test_command_line_parameters_win_over_the_parameter_file():
                 proc.wait()
 
 
+def test_command_reader_agrees_with_the_message():
+    """The bridge reads each command from its bytes: the efforts and the stamp
+    :func:`command_stamp` finds in the message (the first ``stamp_ns=`` label; an
+    unreadable one is no stamp), for any layout; truncated bytes are an error."""
+    from rclpy.serialization import serialize_message
+    from std_msgs.msg import MultiArrayDimension
+
+    from whole_body_control.errors import StateError
+
+    rng = np.random.default_rng(7)
+    labels = (
+        ["joints"],
+        [],
+        ["joints", "stamp_ns=123"],
+        ["x", "stamp_ns=12", "stamp_ns=34"],
+        ["stamp_ns=zz", "stamp_ns=5"],
+    )
+    for dims in labels:
+        for n in (0, 1, 32):
+            msg = Float64MultiArray(data=rng.normal(size=n).tolist())
+            msg.layout.dim = [MultiArrayDimension(label=lb, size=k, stride=2 * k) for k, lb in enumerate(dims)]
+            msg.layout.data_offset = 3
+            data = serialize_message(msg)
+            values, stamp = cv.command_from_cdr(data)
+            assert np.array_equal(values, cv.command_from_msg(msg)) and stamp == command_stamp(msg)
+            with pytest.raises(StateError):
+                cv.command_from_cdr(data[:-1] if n else data[:-5])
+
+
 def test_cdr_writers_agree_with_rclpy_serialization():
     """The control loop publishes CDR bytes it builds itself (message objects cost 4 to 13
     times more): rclpy reads them back as the message the typed helper builds."""

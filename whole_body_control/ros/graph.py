@@ -143,7 +143,9 @@ def sim_graph(
         "imu_topic": SIM_IMU,
         "read_joint_order": False,  # the bridge's `joints` come from the same parameter file
     }
-    wparams = dict(common)
+    # the walker runs on the state stamps and never reads its node clock: without use_sim_time
+    # it does not subscribe to /clock (one reader less for the bridge's every period)
+    wparams = {"robot": robot}
     if estimator:
         ctrl.update(
             estimator="internal", left_wrench_topic=SIM_WRENCHES["left"], right_wrench_topic=SIM_WRENCHES["right"]
@@ -207,7 +209,8 @@ def hardware_graph(
     specs = [NodeSpec(*CONTROLLER, files, ctrl, remap)]
     state_remaps = (("/joint_states", joint_states_topic),) if joint_states_topic != "/joint_states" else ()
     if walker:
-        wparams = {**common, "base_source": "topic"} if estimator_node else {**common, "base_source": "seed"}
+        # no use_sim_time: the walker runs on the state stamps, it reads no clock (see sim_graph)
+        wparams = {"robot": robot, "base_source": "topic" if estimator_node else "seed"}
         wparams["imu_topic"] = imu_topic
         specs.insert(0, NodeSpec(*WALKER, files, wparams, remap + state_remaps))
     if estimator_node:

@@ -171,7 +171,8 @@ class CommandTimeout:
 
 
 def command_stamp(msg: Float64MultiArray) -> int | None:
-    """Stamp [ns] of the state a command answers (layout label ``stamp_ns=<ns>``), or None."""
+    """Stamp [ns] of the state a command answers (layout label ``stamp_ns=<ns>``), or None
+    (the bridge reads it from the command's bytes: :func:`conversions.command_from_cdr`)."""
     for dim in msg.layout.dim:
         if dim.label.startswith("stamp_ns="):
             try:
@@ -250,7 +251,8 @@ class MujocoBridge(Node):
         }
         self.status_pub = self.create_publisher(String, "/sim/status", 10)
         topic = f"/{p['controller_name']}/commands"
-        self.cmd_sub = self.create_subscription(Float64MultiArray, topic, self.on_command, COMMAND_QOS)
+        # raw: the command is read from its CDR bytes (cv.command_from_cdr), every control period
+        self.cmd_sub = self.create_subscription(Float64MultiArray, topic, self.on_command, COMMAND_QOS, raw=True)
         self.create_subscription(Bool, "/sim/pause", self.on_pause, 10)
         self.create_subscription(Empty, "/sim/reset", self.on_reset, 10)
         self.create_subscription(WrenchStamped, "/sim/push", self.on_push, 10)
@@ -333,8 +335,14 @@ class MujocoBridge(Node):
 
     # -- inputs --------------------------------------------------------------------------------
 
-    def on_command(self, msg: Float64MultiArray) -> None:
-        data = cv.command_from_msg(msg)
+    def on_command(self, msg: bytes) -> None:
+        """A serialized Float64MultiArray (see :func:`command_stamp` for its stamp)."""
+        try:
+            data, stamp = cv.command_from_cdr(msg)
+        except ValueError as exc:
+            self.rejected += 1
+            self.get_logger().error(f"command rejected: {exc}", throttle_duration_sec=1.0)
+            return
         if data.size != self.command_index.size:
             self.rejected += 1
             self.get_logger().error(
@@ -346,7 +354,6 @@ class MujocoBridge(Node):
             self.rejected += 1
             self.get_logger().error("command rejected: non-finite efforts", throttle_duration_sec=1.0)
             return
-        stamp = command_stamp(msg)
         if self.lockstep and stamp is not None and stamp != self.pending_ns:
             return  # answers another state (late duplicate)
         self.tau = data[self.command_index]  # robot joint k is entry command_index[k] of the command

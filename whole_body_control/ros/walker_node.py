@@ -309,8 +309,10 @@ class WalkerNode(Node):
                 self.get_logger().error(f"walker failed at t = {t:.3f} s: {exc}", throttle_duration_sec=1.0)
                 break
             contacts = contacts_ahead(walker, t, self.lead)
-            feet = {s: _with_contact(ref.feet[s], contacts[s]) for s in ("left", "right")}
-            refs.append(_replace(ref, feet=feet))
+            if any(bool(ref.feet[s].in_contact) != contacts[s] for s in contacts):  # a foot released early
+                feet = {s: _with_contact(ref.feet[s], contacts[s]) for s in ("left", "right")}
+                ref = _replace(ref, feet=feet)
+            refs.append(ref)
         if not refs:
             return
         first = start

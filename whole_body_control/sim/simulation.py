@@ -464,7 +464,11 @@ class Simulation:
             [self.floor_geom, *(self.model.geom(f"{PLATFORM}_{i}").id for i in range(len(config.platforms)))]
         )
         self.foot_geoms = {side: self.model.geom(f"{side}_foot_box").id for side in SIDES}
-        self._foot_array = np.array([self.foot_geoms[side] for side in SIDES])
+        # per geom id: a ground geom / a foot box (the fall check reads them every step)
+        self._is_ground = np.zeros(self.model.ngeom, dtype=bool)
+        self._is_ground[list(self.ground_geoms)] = True
+        self._is_foot = np.zeros(self.model.ngeom, dtype=bool)
+        self._is_foot[list(self.foot_geoms.values())] = True
         self.sole_sites = {side: self.model.site(robot.feet[side].frame).id for side in SIDES}
         # sensordata indices of each sole's force then torque sensor (the wrench, negated)
         self._ft_index = {
@@ -672,9 +676,9 @@ class Simulation:
         if n == 0:
             return None
         geoms = d.contact.geom[:n]
-        ground = np.isin(geoms, self._ground_ids)
-        other = np.where(ground[:, 0], geoms[:, 1], geoms[:, 0])[ground.any(axis=1)]
-        body = other[~np.isin(other, self._foot_array)]
+        ground = self._is_ground[geoms]  # table look-ups: np.isin costs about 30 us a call
+        other = np.where(ground[:, 0], geoms[:, 1], geoms[:, 0])[ground[:, 0] | ground[:, 1]]
+        body = other[~self._is_foot[other]]
         return self.model.body(self.model.geom_bodyid[body[0]]).name if body.size else None
 
     def base_height(self) -> float:
