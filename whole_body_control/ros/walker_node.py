@@ -53,7 +53,7 @@ from whole_body_control.reference_trajectory import ReferenceTrajectory
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, Param, declare, result, spin
-from whole_body_control.ros.qos import REFERENCE_QOS, STATE_QOS
+from whole_body_control.ros.qos import REFERENCE_QOS, STATE_HISTORY_QOS
 from whole_body_control.state import RobotState
 from whole_body_control.walker_stage import contacts_ahead, make_walker, walker_config_for
 from zmp_walker import MeasuredState, WalkerError
@@ -161,7 +161,7 @@ class WalkerNode(Node):
         self.status_pub = self.create_publisher(String, "/walker/status", 10)
         self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
         self.create_subscription(PoseStamped, "/goal_pose", self.on_goal, 10)
-        self.create_subscription(JointState, "/joint_states", self.on_joint_states, STATE_QOS, raw=True)
+        self.create_subscription(JointState, "/joint_states", self.on_joint_states, STATE_HISTORY_QOS, raw=True)
         if p["base_source"] not in ("topic", "seed"):
             raise WbcError(f"parameter 'base_source' must be 'topic' or 'seed', got '{p['base_source']}'")
         self.seed_only = p["base_source"] == "seed"
@@ -169,9 +169,9 @@ class WalkerNode(Node):
             raise WbcError("parameter 'base_source' seed needs com_mode 'reference' (dcm feeds back the base state)")
         self.imu = None
         if self.seed_only:
-            self.create_subscription(Imu, p["imu_topic"], self.on_imu, STATE_QOS, raw=True)
+            self.create_subscription(Imu, p["imu_topic"], self.on_imu, STATE_HISTORY_QOS, raw=True)
         else:
-            self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS, raw=True)
+            self.create_subscription(Odometry, "base_state", self.on_base, STATE_HISTORY_QOS, raw=True)
 
     # -- commands ----------------------------------------------------------------------------
 
