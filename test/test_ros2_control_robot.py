@@ -12,6 +12,7 @@ import json
 import math
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -286,3 +287,91 @@ def test_hardware_graph_lockstep_stands_and_walks_on_the_ros2_control_robot(robo
     assert not summary["fell"], summary["fall_reason"]
     assert summary["deadline_misses"] == 0
     assert summary["distance_m"] >= 0.15
+
+
+def test_broadcast_bytes_are_rclpys_serialization_of_the_messages():
+    """The robot publishes CDR it writes itself and decodes the commands with numpy: as
+    long as rclpy's serialization of the messages built field by field (its padding bytes
+    are not zeroed), and the same messages when rclpy reads them, faults included; the
+    same command data and labels."""
+    from builtin_interfaces.msg import Time
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    def same(data: bytearray | bytes, msg) -> None:
+        assert len(data) == len(serialize_message(msg))
+        got = deserialize_message(bytes(data), type(msg))
+        if isinstance(msg, JointState):
+            assert got.header == msg.header and got.name == msg.name
+            for field in ("position", "velocity", "effort"):
+                np.testing.assert_array_equal(getattr(got, field), getattr(msg, field))
+        else:
+            assert got == msg
+
+    script = load_script()
+    opts = script.parse_args(
+        ["--robot", "talos", "--wrench-topics", "left:/l/wrench,right:/r/wrench", "--joint-order", "shuffle:3"]
+    )
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=0)
+    robot = None
+    try:
+        robot = script.RobotSim(opts, context=context)
+        sim = robot.sim
+        rng = np.random.default_rng(1)
+        for faults in ([], ["nan_joint_state", "drop_joint:" + robot.state_names[3], "extra_joint:zz", "extra_joint:a"]):
+            for f in faults:
+                robot.apply_fault(f)
+            robot.step(rng.normal(0.0, 5.0, robot.robot.na))
+            ns = robot.publish_state()
+            stamp = Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+            imu = sim.imu()
+            m = Imu()
+            m.header.stamp, m.header.frame_id = stamp, robot.robot.config.base_frame
+            m.orientation.x, m.orientation.y, m.orientation.z, m.orientation.w = (float(x) for x in imu.orientation)
+            m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z = (float(x) for x in imu.gyro)
+            a = imu.linear_acceleration
+            m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z = (float(x) for x in a)
+            same(robot._imu_msg.buf, m)
+            for side, w6 in sim.foot_wrenches().items():
+                w = WrenchStamped()
+                w.header.stamp, w.header.frame_id = stamp, robot.robot.feet[side].frame
+                w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = (float(x) for x in w6[:3])
+                w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = (float(x) for x in w6[3:])
+                same(robot._wrench_msgs[side][0].buf, w)
+            q, v = sim.q[7:], sim.v[6:]
+            effort = sim.data.actuator_force[sim.index.actuator]
+            js = JointState()
+            js.header.stamp = stamp
+            for name, k in zip(robot.state_names, robot.state_index):
+                if name in robot.faults["drop"]:
+                    continue
+                js.name.append(name)
+                js.position.append(math.nan if name in robot.faults["nan"] else float(q[k]))
+                js.velocity.append(float(v[k]))
+                js.effort.append(float(effort[k]))
+            for name in sorted(robot.faults["extra"]):
+                js.name.append(name)
+                js.position.append(0.0)
+                js.velocity.append(0.0)
+                js.effort.append(0.0)
+            if faults:  # the faults show: a NaN first position, no dropped joint, the extra ones last
+                assert math.isnan(js.position[0]) and js.name[-2:] == ["a", "zz"]
+                assert robot.state_names[3] not in js.name
+            same(robot._js_layout[1][0].buf, js)
+            same(script.clock_cdr(ns), Clock(clock=stamp))
+        robot.apply_fault("freeze")
+        robot.publish_state()
+        assert robot._js_layout[1] is None
+    finally:
+        if robot is not None:
+            robot.close()
+        rclpy.shutdown(context=context)
+
+    for data, labels in (([], []), ([1.5, -2.0, 3.25], ["joints"]), ([0.5] * 31, ["j", "stamp_ns=123456789"])):
+        msg = Float64MultiArray(data=data)
+        msg.layout.dim = [MultiArrayDimension(label=lab, size=7, stride=9) for lab in labels]
+        msg.layout.data_offset = 3
+        values, got = script.parse_command(serialize_message(msg))
+        assert values.tolist() == data and got == labels
+    with pytest.raises((ValueError, struct.error)):
+        script.parse_command(serialize_message(Float64MultiArray(data=[1.0, 2.0]))[:-4])

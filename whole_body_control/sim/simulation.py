@@ -538,22 +538,29 @@ class Simulation:
 
     # -- stepping ----------------------------------------------------------------
 
-    def step(self, tau: np.ndarray) -> None:
+    def step(self, tau: np.ndarray, nstep: int = 1) -> None:
         """Apply joint torques ``tau`` [N m] (``robot.joint_names`` order, clipped
-        to ``+-tau_max`` by the motors) for one timestep.
+        to ``+-tau_max`` by the motors) for ``nstep`` timesteps (the same result as
+        ``nstep`` calls; without a push in progress MuJoCo runs them in one call).
 
         Raises:
             StateError (a ValueError): ``tau`` has the wrong size or is not finite.
         """
         tau = self._check("tau", tau, self.robot.na)
         self.data.ctrl[self.index.actuator] = tau
-        self.data.xfrc_applied[:] = 0.0
-        for push in self._pushes:
-            self.data.xfrc_applied[push.body, :3] += push.force
-            push.steps_left -= 1
-        self._pushes = [p for p in self._pushes if p.steps_left > 0]
-        self._steps += 1
-        mujoco.mj_step(self.model, self.data)
+        if not self._pushes:
+            self.data.xfrc_applied[:] = 0.0
+            self._steps += nstep
+            mujoco.mj_step(self.model, self.data, nstep)
+            return
+        for _ in range(nstep):
+            self.data.xfrc_applied[:] = 0.0
+            for push in self._pushes:
+                self.data.xfrc_applied[push.body, :3] += push.force
+                push.steps_left -= 1
+            self._pushes = [p for p in self._pushes if p.steps_left > 0]
+            self._steps += 1
+            mujoco.mj_step(self.model, self.data)
 
     def push(self, body_name: str, force_world: np.ndarray, duration: float) -> None:
         """Apply ``force_world`` [N] (world frame, at the body's CoM) to ``body_name``
