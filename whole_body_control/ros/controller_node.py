@@ -59,10 +59,11 @@ from whole_body_control.control_stage import ControlStage, Observation, StageCon
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, Param, declare, result, spin
+from whole_body_control.ros.params import INF, REALTIME_PRIORITY, Param, declare, result, spin
 from whole_body_control.ros.qos import COMMAND_QOS, REFERENCE_QOS, STATE_QOS
 
 PARAMS = [
+    REALTIME_PRIORITY,
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
     Param("wbc_config", "", "WBC hierarchy YAML (empty: config/wbc.yaml with the robot's overlay)", read_only=True),
     Param("control_period", 0.001, "control period [s]", (1e-5, 0.1), read_only=True),

@@ -145,16 +145,21 @@ def sim_graph(
     }
     # the walker runs on the state stamps and never reads its node clock: without use_sim_time
     # it does not subscribe to /clock (one reader less for the bridge's every period)
-    wparams = {"robot": robot}
+    wparams = {"robot": robot, "state_history": 64 if lockstep else 1}
     if estimator:
         ctrl.update(
             estimator="internal", left_wrench_topic=SIM_WRENCHES["left"], right_wrench_topic=SIM_WRENCHES["right"]
         )
-        wparams.update(base_source="seed", imu_topic=SIM_IMU)
+        # the walker has no base state to feed back (seeded from the IMU and the legs): open loop
+        ctrl["com_mode"] = "reference"
+        wparams.update(base_source="seed", imu_topic=SIM_IMU, com_mode="reference")
         walker_remap = ()
     else:
         ctrl["estimator"] = "external"
         walker_remap = (("base_state", GROUND_TRUTH),)
+    if lockstep:  # no deadline to keep: the normal scheduler (a FIFO ping-pong would starve the rest)
+        for params in (bridge, ctrl, wparams):
+            params["realtime_priority"] = 0
     bridge.update(bridge_params or {})
     ctrl.update(controller_params or {})
     specs = [
@@ -205,12 +210,17 @@ def hardware_graph(
         "right_wrench_topic": right_wrench_topic,
         "estimator": "external" if estimator_node else "internal",
     }
+    if lockstep:
+        ctrl["realtime_priority"] = 0  # no deadline to keep (see sim_graph)
     remap = (("base_state", ESTIMATE),) if estimator_node else ()
     specs = [NodeSpec(*CONTROLLER, files, ctrl, remap)]
     state_remaps = (("/joint_states", joint_states_topic),) if joint_states_topic != "/joint_states" else ()
     if walker:
         # no use_sim_time: the walker runs on the state stamps, it reads no clock (see sim_graph)
         wparams = {"robot": robot, "base_source": "topic" if estimator_node else "seed"}
+        wparams["state_history"] = 64 if lockstep else 1
+        if lockstep:
+            wparams["realtime_priority"] = 0
         wparams["imu_topic"] = imu_topic
         specs.insert(0, NodeSpec(*WALKER, files, wparams, remap + state_remaps))
     if estimator_node:
@@ -417,12 +427,13 @@ def run_graph(
                     seen["damping_seen"] |= d.get("status") == "damping"
 
                 def on_path(m):
-                    # the walker sends the steps not landed at about its horizon past the stamp:
-                    # the plan beyond the message's last step was dropped (a stop replans the end)
+                    # the walker sends every step landing after the path's stamp: a planned
+                    # touchdown after it that is not in the message was replanned (a stop
+                    # replans the end, step timing adaptation moves a touchdown)
                     steps = {cv.stamp_to_ns(p.header.stamp): p.pose.position for p in m.poses}
-                    if steps:
-                        for k in [k for k in planned if k > max(steps)]:
-                            del planned[k]
+                    made = cv.stamp_to_ns(m.header.stamp)
+                    for k in [k for k in planned if k > made and k not in steps]:
+                        del planned[k]
                     for k, p in steps.items():
                         planned[k] = [p.x, p.y, p.z]
 

@@ -69,12 +69,13 @@ from std_srvs.srv import SetBool, Trigger
 from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, Param, declare, result, spin
+from whole_body_control.ros.params import INF, REALTIME_PRIORITY, Param, declare, result, spin
 from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
 from whole_body_control.sim import SimConfig, Simulation
 from whole_body_control.sim.fall import FallDetector
 
 PARAMS = [
+    REALTIME_PRIORITY,
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
     Param(
         "mode", "lockstep", "'lockstep': one control period per command; 'realtime': wall-clock timer", read_only=True

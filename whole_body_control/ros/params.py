@@ -124,6 +124,36 @@ def make_executor(context=None, logger=None):
         return SingleThreadedExecutor(context=context)
 
 
+REALTIME_PRIORITY = Param(
+    "realtime_priority",
+    0,
+    "SCHED_FIFO priority of the node's threads (1-99, as ros2_control_node's 50; 0: the normal scheduler). "
+    "Refused without the right (rtprio in /etc/security/limits.conf): logged, the node runs on",
+    (0, 99),
+    read_only=True,
+)
+
+
+def set_realtime_priority(node: Node, priority: int) -> bool:
+    """Every thread of this process (rclpy's and DDS's included) under SCHED_FIFO at
+    ``priority``; threads started later inherit it.  Logs and returns False when refused."""
+    import os
+
+    if priority <= 0:
+        return False
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(int(priority)))
+    except (OSError, AttributeError) as exc:
+        node.get_logger().warning(
+            f"realtime_priority {priority} refused ({exc}): normal scheduling; a real-time loop needs "
+            "the rtprio right (limits.conf) as ros2_control_node does"
+        )
+        return False
+    node.get_logger().info(f"SCHED_FIFO priority {priority}")
+    return True
+
+
 def spin_executor(executor, context=None) -> None:
     """Spin until the context shuts down.  ``spin_once`` in a loop: the Kilted
     wheels' ``EventsExecutor.spin()`` runs no timer and ignores a shutdown, while
@@ -156,6 +186,8 @@ def spin(node_class, args=None) -> None:
         node = node_class(parameter_overrides=command_line_overrides(argv))
         executor = make_executor(logger=node.get_logger())
         executor.add_node(node)
+        if node.has_parameter(REALTIME_PRIORITY.name):
+            set_realtime_priority(node, node.get_parameter(REALTIME_PRIORITY.name).value)
         spin_executor(executor)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

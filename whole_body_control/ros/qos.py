@@ -4,10 +4,17 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 # State (joint states, IMU, odometry, wrenches): only the newest sample matters.
 STATE_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-# The walker's state subscriptions: every state, in order (a walker busy with a batch catches up
-# on stamps, ~5 us each): with DCM feedback the state that makes a batch due is the one measured,
-# and a dropped state would make another one measured (lockstep would not be reproducible).
-STATE_HISTORY_QOS = QoSProfile(depth=64, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def state_qos(depth: int) -> QoSProfile:
+    """State subscriptions keeping ``depth`` samples.  The walker in lockstep with DCM feedback
+    needs every state in order (a walker busy with a batch catches up on stamps, ~5 us each):
+    the state that makes a batch due is the one measured, and a dropped state would make
+    another one measured.  In real time only the newest matters (a deep queue would make a
+    late walker work through stale states)."""
+    return QoSProfile(depth=int(depth), reliability=ReliabilityPolicy.RELIABLE)
+
+
 # Effort commands: only the newest command matters (forward_command_controller keeps the last one).
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 # Walking reference trajectories: each one carries only the samples past the previous one,

@@ -52,13 +52,14 @@ from whole_body_control.estimation import LegOdometry
 from whole_body_control.reference_trajectory import ReferenceTrajectory
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, Param, declare, result, spin
-from whole_body_control.ros.qos import REFERENCE_QOS, STATE_HISTORY_QOS
+from whole_body_control.ros.params import INF, REALTIME_PRIORITY, Param, declare, result, spin
+from whole_body_control.ros.qos import REFERENCE_QOS, state_qos
 from whole_body_control.state import RobotState
 from whole_body_control.walker_stage import contacts_ahead, make_walker, walker_config_for
 from zmp_walker import MeasuredState, WalkerError
 
 PARAMS = [
+    REALTIME_PRIORITY,
     Param("robot", "talos", "robot name (config/robots/<name>.yaml) or YAML path", read_only=True),
     Param("walker_config", "", "walker YAML (empty: config/walker.yaml with the robot's section)", read_only=True),
     Param(
@@ -108,6 +109,14 @@ PARAMS = [
         read_only=True,
     ),
     Param("imu_topic", "/imu_sensor_broadcaster/imu", "base_source seed: the base IMU", read_only=True),
+    Param(
+        "state_history",
+        1,
+        "depth of the state subscriptions: 1 takes the newest state (real time); lockstep with com_mode dcm "
+        "needs every state in order (the graph sets 64)",
+        (1, 1000),
+        read_only=True,
+    ),
 ]
 
 
@@ -161,7 +170,7 @@ class WalkerNode(Node):
         self.status_pub = self.create_publisher(String, "/walker/status", 10)
         self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
         self.create_subscription(PoseStamped, "/goal_pose", self.on_goal, 10)
-        self.create_subscription(JointState, "/joint_states", self.on_joint_states, STATE_HISTORY_QOS, raw=True)
+        self.create_subscription(JointState, "/joint_states", self.on_joint_states, state_qos(p["state_history"]), raw=True)
         if p["base_source"] not in ("topic", "seed"):
             raise WbcError(f"parameter 'base_source' must be 'topic' or 'seed', got '{p['base_source']}'")
         self.seed_only = p["base_source"] == "seed"
@@ -169,9 +178,9 @@ class WalkerNode(Node):
             raise WbcError("parameter 'base_source' seed needs com_mode 'reference' (dcm feeds back the base state)")
         self.imu = None
         if self.seed_only:
-            self.create_subscription(Imu, p["imu_topic"], self.on_imu, STATE_HISTORY_QOS, raw=True)
+            self.create_subscription(Imu, p["imu_topic"], self.on_imu, state_qos(p["state_history"]), raw=True)
         else:
-            self.create_subscription(Odometry, "base_state", self.on_base, STATE_HISTORY_QOS, raw=True)
+            self.create_subscription(Odometry, "base_state", self.on_base, state_qos(p["state_history"]), raw=True)
 
     # -- commands ----------------------------------------------------------------------------
 
@@ -334,7 +343,9 @@ class WalkerNode(Node):
     def publish_viz(self, ns: int, ref) -> None:
         stamp = cv.ns_to_stamp(ns)
         steps = ref.upcoming_footsteps
-        self.path_pub.publish(cv.footstep_path(stamp, steps))
+        # the path's stamp is the time its steps are upcoming at (every step landing later is
+        # in it, so a listener can drop an earlier plan of a step that was retimed)
+        self.path_pub.publish(cv.footstep_path(cv.ns_to_stamp(cv.seconds_to_ns(ref.time)), steps))
         markers = MarkerArray()
         for i, step in enumerate(steps[:20]):
             sole = self.walker.soles[step.side]

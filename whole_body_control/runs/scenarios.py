@@ -834,8 +834,9 @@ ROS_NOT_APPLICABLE = {
 
 # what a scenario needs that the graph's walker does not do with com_mode reference (in the rows)
 _NEEDS_DCM_FEEDBACK = (
-    "in-process the walker gets the measured CoM every tick (com_mode dcm): {}; with the graph's "
-    "com_mode reference the walker has no feedback, and com_mode dcm through the graph falls on flat ground"
+    "in-process the walker gets the measured CoM every tick (com_mode dcm): {}; through the graph the "
+    "walker node does the same at 250 Hz (RosOptions.com_mode dcm, WALKER_DCM), from the state that makes "
+    "each batch due"
 )
 ROS_NOTES = {
     "push_inward_ss": _NEEDS_DCM_FEEDBACK.format("its capture-point step adjustment moves the landing outward"),
@@ -853,13 +854,17 @@ ROS_NOTES = {
 }
 
 
+WALKER_DCM = {"rate": 250.0, "horizon": 0.03}  # the walker node with DCM feedback (RosOptions.com_mode)
+
+
 @dataclass(frozen=True)
 class RosOptions:
     """How the graph runs a scenario."""
 
     control_period: float = 0.001  # [s] bridge, walker and controller (the in-process suite: 1 ms)
-    # walker and controller in the walks, as run_walk's default: the walker at 250 Hz with a 30 ms
-    # horizon gets the measured CoM every 4 ms (at 100 Hz with 0.1 s, "dcm" fell on flat ground)
+    # walker and controller in the walks, as run_walk's default: with "dcm" the walker runs at 250 Hz
+    # with a 30 ms horizon (WALKER_DCM), so it gets the measured CoM every 4 ms (at the sim
+    # graph's 100 Hz with 0.1 s, "dcm" fell on flat ground)
     com_mode: str = "dcm"
     timeout: float | None = None  # [s] wall per graph run (None: run_graph's default)
 
@@ -941,6 +946,7 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
 
     params = opts.params_file(timestep)
     modes = {"com_mode": opts.com_mode} if walk else {}
+    walker = {**modes, **WALKER_DCM} if modes.get("com_mode") == "dcm" else modes
     try:
         return run_graph(
             robot.name,
@@ -949,7 +955,7 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
             params_file=params,
             timeout=opts.timeout,
             watch=True,
-            walker_params=modes,
+            walker_params=walker,
             controller_params=modes,
             **kw,
         )
