@@ -76,6 +76,8 @@ def run(
         robot_cmd += ["--duration", str(duration), "--imu-topic", IMU_TOPIC, "--command-order", command_order]
         if wrenches:
             robot_cmd += ["--wrench-topics", WRENCHES]
+        if not lockstep:
+            robot_cmd += ["--realtime-priority", "50"]  # ros2_control_node's update loop
         log_dir.mkdir(parents=True, exist_ok=True)
         out = open(log_dir / "robot.log", "wb")
         robot_proc = subprocess.Popen(robot_cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

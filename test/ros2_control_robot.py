@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import struct
 import sys
@@ -95,6 +96,7 @@ class Options:
     wait_first_command: bool = True
     resend_period: float = 1.0  # [s] wall, lockstep
     status_rate: float = 10.0  # [Hz] wall
+    realtime_priority: int = 0  # SCHED_FIFO of every thread (0: normal scheduling)
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
@@ -119,6 +121,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
     )
     p.add_argument("--resend-period", type=float, default=1.0, help="lockstep: re-publish after [s] wall")
     p.add_argument("--status-rate", type=float, default=10.0, help="/robot_sim/status rate [Hz] (wall)")
+    p.add_argument(
+        "--realtime-priority",
+        type=int,
+        default=0,
+        help="SCHED_FIFO priority of every thread (ros2_control_node asks for 50); 0: normal scheduling",
+    )
     a = p.parse_args(argv)
     wrenches = {}
     for item in filter(None, a.wrench_topics.split(",")):
@@ -150,6 +158,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         wait_first_command=a.wait_first_command,
         resend_period=a.resend_period,
         status_rate=a.status_rate,
+        realtime_priority=a.realtime_priority,
     )
 
 
@@ -710,6 +719,13 @@ def main(argv: list[str] | None = None) -> int:
         robot = RobotSim(opts)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: robot.stop.set())
+        if opts.realtime_priority > 0:
+            # as ros2_control_node does for its update loop; a robot without the right runs on
+            try:
+                for tid in os.listdir("/proc/self/task"):
+                    os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(opts.realtime_priority))
+            except OSError as exc:
+                robot.log.warning(f"SCHED_FIFO {opts.realtime_priority} refused: {exc}")
         robot.log.info(
             f"{robot.robot.name}: {opts.clock} clock at {opts.rate:g} Hz ({robot.substeps} physics steps), "
             f"commands on /{opts.controller_name}/commands"
