@@ -318,7 +318,10 @@ def test_broadcast_bytes_are_rclpys_serialization_of_the_messages():
         robot = script.RobotSim(opts, context=context)
         sim = robot.sim
         rng = np.random.default_rng(1)
-        for faults in ([], ["nan_joint_state", "drop_joint:" + robot.state_names[3], "extra_joint:zz", "extra_joint:a"]):
+        for faults in (
+            [],
+            ["nan_joint_state", "drop_joint:" + robot.state_names[3], "extra_joint:zz", "extra_joint:a"],
+        ):
             for f in faults:
                 robot.apply_fault(f)
             robot.step(rng.normal(0.0, 5.0, robot.robot.na))

@@ -453,18 +453,31 @@ class ControlStage:
         if self.config.solve_every > 1:
             m = np.diagonal(ctrl.state.M)[6:]
             w = self.config.hold_bandwidth
-            plan = _Plan(ns, obs.q_joints.copy(), vj.copy(), result.a[6:].copy(), tau, damping,
-                         result.status, result.reason, v_base.copy(), m * w * w, 2.0 * m * w)
+            plan = _Plan(
+                ns,
+                obs.q_joints.copy(),
+                vj.copy(),
+                result.a[6:].copy(),
+                tau,
+                damping,
+                result.status,
+                result.reason,
+                v_base.copy(),
+                m * w * w,
+                2.0 * m * w,
+            )
             if background:
                 self._solved = (generation, plan)
             else:
                 self._plan = plan
         return Command(ns, tau, damping, result.status, result.reason)
 
-    def _hold(self, plan: "_Plan", obs: Observation) -> Command:
+    def _hold(self, plan: _Plan, obs: Observation) -> Command:
         """The command between solves: the plan's torques with joint feedback toward its motion."""
         if plan.damping:
-            return Command(obs.stamp_ns, self._clip(self.ctrl.damping_torques(self.last_v)), True, "damping", plan.reason)
+            return Command(
+                obs.stamp_ns, self._clip(self.ctrl.damping_torques(self.last_v)), True, "damping", plan.reason
+            )
         if not self.config.hold_bandwidth:
             return Command(obs.stamp_ns, plan.tau, False, plan.status, plan.reason)  # clipped when planned
         s = (obs.stamp_ns - plan.stamp_ns) * 1e-9
@@ -472,7 +485,9 @@ class ControlStage:
         v_pred = plan.v + a * s
         q_pred = plan.q + (plan.v + 0.5 * s * a) * s
         tau = plan.tau + plan.kp * (q_pred - obs.q_joints) + plan.kd * (v_pred - obs.v_joints)
-        return Command(obs.stamp_ns, np.clip(tau, -self.robot.tau_max, self.robot.tau_max), False, plan.status, plan.reason)
+        return Command(
+            obs.stamp_ns, np.clip(tau, -self.robot.tau_max, self.robot.tau_max), False, plan.status, plan.reason
+        )
 
     def _contacts(self, obs: Observation, reference: WalkerReference | None) -> dict[str, bool]:
         """Feet in contact for the estimator: force sensors, else the walking reference's

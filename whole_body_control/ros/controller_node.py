@@ -192,7 +192,9 @@ class ControllerNode(Node):
         self.ctrl = self.stage.ctrl
         # lockstep (a simulated robot that steps once per command): the first command waits for
         # every input, so that a run does not depend on which node of the graph started first
-        self.lockstep_sync = p["reference_sync"] == "exact" or (p["estimator"] == "external" and p["base_sync"] == "exact")
+        self.lockstep_sync = p["reference_sync"] == "exact" or (
+            p["estimator"] == "external" and p["base_sync"] == "exact"
+        )
         self.reader = cv.JointStateReader(self.robot.joint_names)
         self.joint_map = cv.JointMap(self.robot.joint_names)
         self.command_index: np.ndarray | None = None  # set once the joint order is known

@@ -170,7 +170,9 @@ class WalkerNode(Node):
         self.status_pub = self.create_publisher(String, "/walker/status", 10)
         self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
         self.create_subscription(PoseStamped, "/goal_pose", self.on_goal, 10)
-        self.create_subscription(JointState, "/joint_states", self.on_joint_states, state_qos(p["state_history"]), raw=True)
+        self.create_subscription(
+            JointState, "/joint_states", self.on_joint_states, state_qos(p["state_history"]), raw=True
+        )
         if p["base_source"] not in ("topic", "seed"):
             raise WbcError(f"parameter 'base_source' must be 'topic' or 'seed', got '{p['base_source']}'")
         self.seed_only = p["base_source"] == "seed"
