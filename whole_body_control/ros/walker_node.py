@@ -32,7 +32,6 @@ the walk stops when no /cmd_vel came for that long.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import types
 
@@ -55,7 +54,7 @@ from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, REALTIME_PRIORITY, Param, declare, result, spin
 from whole_body_control.ros.qos import REFERENCE_QOS, state_qos
 from whole_body_control.state import RobotState
-from whole_body_control.walker_stage import contacts_ahead, make_walker, walker_config_for
+from whole_body_control.walker_stage import make_walker, walker_config_for, walker_reference
 from zmp_walker import MeasuredState, WalkerError
 
 PARAMS = [
@@ -315,15 +314,10 @@ class WalkerNode(Node):
         for k in range(start, ns + self.horizon_ns + 1, self.sample_ns):
             t = k * 1e-9
             try:
-                ref = walker.cycle(t, measured)
+                refs.append(walker_reference(walker, t, self.lead, measured))
             except WalkerError as exc:
                 self.get_logger().error(f"walker failed at t = {t:.3f} s: {exc}", throttle_duration_sec=1.0)
                 break
-            contacts = contacts_ahead(walker, t, self.lead)
-            if any(bool(ref.feet[s].in_contact) != contacts[s] for s in contacts):  # a foot released early
-                feet = {s: _with_contact(ref.feet[s], contacts[s]) for s in ("left", "right")}
-                ref = _replace(ref, feet=feet)
-            refs.append(ref)
         if not refs:
             return
         first = start
@@ -394,14 +388,6 @@ class WalkerNode(Node):
             "trajectories": self.trajectories,
         }
         self.status_pub.publish(String(data=json.dumps(status)))
-
-
-def _with_contact(foot, in_contact: bool):
-    return dataclasses.replace(foot, in_contact=bool(in_contact))
-
-
-def _replace(ref, **changes):
-    return dataclasses.replace(ref, **changes)
 
 
 def main(args=None) -> None:
