@@ -98,3 +98,15 @@ def test_stand_and_lateral_push_through_the_graph():
         assert not r["fell"] and r["damping_commands"] == 0 and r["deadline_misses"] == 0
     assert rows["stand_10s"]["simulated_s"] >= 10.0 - 1e-6
     assert rows["push_lateral_ds"]["simulated_s"] >= 4.0 - 1e-6
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_walker_nodes_dcm_feedback_recovers_a_push_toward_the_stance_foot():
+    """push_inward_ss through the graph (walker node at 250 Hz with DCM feedback, as the
+    in-process walker): it failed there (3/8 steps) while the walker planned open loop."""
+    pytest.importorskip("rclpy")
+    summary = run_suite("talos", ["push_inward_ss"], through="ros", ros_options=RosOptions(control_period=0.002))
+    r = summary["scenarios"][0]
+    assert r["applies"] and r["passed"], r["figure"]
+    assert r["steps_completed"] == 8 and not r["fell"] and r["damping_commands"] == 0
