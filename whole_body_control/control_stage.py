@@ -50,7 +50,7 @@ import numpy as np
 
 from whole_body_control.config import WbcConfig
 from whole_body_control.controller import WholeBodyController
-from whole_body_control.errors import WbcError
+from whole_body_control.errors import StateError, WbcError
 from whole_body_control.estimation import SIDES, LegOdometry
 from whole_body_control.lift import LiftDetector
 from whole_body_control.robot import RobotModel
@@ -254,7 +254,7 @@ class ControlStage:
         self._plan_expires_ns = (2 * self.config.solve_every + 0.5) * self.period_ns  # then solved at once
         self._generation = 0  # a damping or reset makes a plan in flight obsolete
         threaded = self.config.solve_thread and self.config.solve_every > 1
-        self._worker = _SolveThread(self._solve_in_background) if threaded else None
+        self._worker = _SolveThread(self._solve) if threaded else None
         self._submitted_ns: int | None = None  # the state of the solve in the thread
         self._solved: tuple[int, _Plan] | None = None  # (generation, plan) it produced
 
@@ -385,9 +385,6 @@ class ControlStage:
             return non_finite("base pose", q_base) or non_finite("base velocity", v_base) or ""
         return ""
 
-    def _solve_in_background(self, obs: Observation, reference: WalkerReference | None, generation: int) -> None:
-        self._solve(obs, reference, generation)
-
     def _solve(self, obs: Observation, reference: WalkerReference | None, generation: int | None = None) -> Command:
         """The whole-body QP on ``obs`` (a usable state); sets the plan.  ``generation``: a
         solve in the second thread (it never arms; its plan goes to ``_solved``, dropped
@@ -405,6 +402,8 @@ class ControlStage:
             v_base = np.concatenate([R.T @ v_world, gyro])
             self.base_estimate = (q_base, v_base)
             why = non_finite("base pose", q_base) or non_finite("base velocity", v_base)
+            if why and background:
+                raise StateError(why)  # the stage damps on its own thread (worker.error)
             if why:
                 return self._damping(ns, why)
         else:

@@ -168,6 +168,7 @@ class ControllerNode(Node):
         config = wbc_config_for(self.robot)
         self.period = p["control_period"]
         self.period_ns = cv.seconds_to_ns(self.period)
+        solve_every = max(1, round(p["solve_period"] / self.period))
         self.stage = ControlStage(
             self.robot,
             config,
@@ -179,10 +180,10 @@ class ControllerNode(Node):
                 estimator=p["estimator"] == "internal",
                 contact_force=p["contact_force"],
                 com_mode=p["com_mode"],
-                solve_every=max(1, round(p["solve_period"] / self.period)),
+                solve_every=solve_every,
                 hold_bandwidth=p["hold_bandwidth"],
                 solve_thread=p["solve_thread"],
-                solve_wait=min(p["solve_wait"], max(1, round(p["solve_period"] / self.period))),
+                solve_wait=min(p["solve_wait"], solve_every),
             ),
         )
         if p["solve_thread"]:

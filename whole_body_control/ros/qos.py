@@ -2,9 +2,6 @@
 
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-# State (joint states, IMU, odometry, wrenches): only the newest sample matters.
-STATE_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-
 
 def state_qos(depth: int) -> QoSProfile:
     """State subscriptions keeping ``depth`` samples.  The walker in lockstep with DCM feedback
@@ -13,6 +10,10 @@ def state_qos(depth: int) -> QoSProfile:
     another one measured.  In real time only the newest matters (a deep queue would make a
     late walker work through stale states)."""
     return QoSProfile(depth=int(depth), reliability=ReliabilityPolicy.RELIABLE)
+
+
+# State (joint states, IMU, odometry, wrenches): only the newest sample matters.
+STATE_QOS = state_qos(1)
 
 
 # Effort commands: only the newest command matters (forward_command_controller keeps the last one).
