@@ -234,43 +234,74 @@ def test_multi_rate_holds_the_plan_and_damps_at_once_on_a_bad_state(talos):
     assert not cmd.damping, "the next usable state solves at once"
 
 
-def test_multi_rate_in_a_second_thread_stands_and_drops_a_plan_overtaken_by_damping(talos):
+@pytest.mark.parametrize("worker", ["thread", "process"])
+def test_multi_rate_in_a_worker_stands_and_drops_a_plan_overtaken_by_damping(talos, worker):
     sim = Simulation(talos, SimConfig(visual_meshes=False))
     sim.reset(talos.q_ref)
-    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_thread=True))
+    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_worker=worker))
+    cmd = stage.cycle(observe(sim, 0))
+    assert not cmd.damping or cmd.reason == "waiting for the solve process to start"  # real time: never waits
+    stage._worker.start()
     for k in range(500):
         cmd = stage.cycle(observe(sim, k * PERIOD_NS))
         assert not cmd.damping, cmd.reason
         sim.step(cmd.tau)
     assert sim.base_height() > 0.95 * talos.q_ref[2]
     # a solve in flight when a damping comes in must not install its plan
-    stage._worker.wait()
-    obs = observe(sim, 504 * PERIOD_NS)
-    stage.cycle(obs)  # due: submitted to the thread
+    for k in range(500, 520):  # the next state a solve is due for
+        stage._worker.wait()
+        obs = observe(sim, k * PERIOD_NS)
+        stage.cycle(obs)
+        stage.finish()  # handed to the worker after the command
+        if stage._submitted_ns == obs.stamp_ns:
+            break
+    assert stage._submitted_ns == obs.stamp_ns
     stage.fail(obs.stamp_ns, "test: damping while the solve runs")
     stage._worker.wait()
     assert stage._plan is None and not stage.supervisor.armed
+    stage.close()
     with pytest.raises(WbcError, match="solve_every"):
         StageConfig(solve_every=0)
+    with pytest.raises(WbcError, match="solve_worker"):
+        StageConfig(solve_worker="gpu")
+
+
+def _waiting_worker_run(talos, worker: str) -> tuple[np.ndarray, list[str]]:
+    """300 states with solve_wait = 2; at state 150 a runtime change of a task's weight,
+    at 200 a damping (the next state re-arms): torques and the supervisor's events."""
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    config = StageConfig(period=0.001, fixed_dt=True, solve_every=4, solve_worker=worker, solve_wait=2)
+    stage = ControlStage(talos, None, config)
+    task = next(iter(stage.ctrl.tasks))
+    out, events = [], []
+    for k in range(300):
+        if k == 150:
+            stage.apply([("weight", task, 2.0 * stage.ctrl.tasks[task].weight)])
+        obs = observe(sim, k * PERIOD_NS)
+        cmd = stage.fail(obs.stamp_ns, "test") if k == 200 else stage.cycle(obs)
+        out.append(cmd.tau)
+        events += stage.supervisor.events
+        stage.supervisor.events.clear()
+        sim.step(cmd.tau)
+    stage.close()
+    return np.array(out), events
 
 
 def test_multi_rate_with_a_waiting_thread_is_reproducible_to_the_bit(talos):
     """solve_wait = 2 (lockstep): the plan of state k is taken at state k + 2 whatever the
     threads' timing, so two runs give the same torques."""
-
-    def run():
-        sim = Simulation(talos, SimConfig(visual_meshes=False))
-        sim.reset(talos.q_ref)
-        config = StageConfig(period=0.001, fixed_dt=True, solve_every=4, solve_thread=True, solve_wait=2)
-        stage = ControlStage(talos, None, config)
-        out = []
-        for k in range(300):
-            cmd = stage.cycle(observe(sim, k * PERIOD_NS))
-            out.append(cmd.tau)
-            sim.step(cmd.tau)
-        return np.array(out)
-
-    a, b = run(), run()
+    a, _ = _waiting_worker_run(talos, "thread")
+    b, _ = _waiting_worker_run(talos, "thread")
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a[5], a[0])  # state 0's plan until state 4's is taken, at 6
     assert not np.array_equal(a[6], a[5])
+
+
+def test_the_solve_process_gives_the_thread_s_torques_to_the_bit(talos):
+    """The worker process holds its own controller: arming, a runtime weight change and a
+    damping with re-arming reach it, so its run is the thread's, bit for bit."""
+    a, events_a = _waiting_worker_run(talos, "thread")
+    b, events_b = _waiting_worker_run(talos, "process")
+    np.testing.assert_array_equal(a, b)
+    assert events_a == events_b and any("armed" in e for e in events_b), events_b

@@ -23,12 +23,15 @@ or at the start of the next cycle): a plan computed on state k applies from
 state k + 1 to k + N.  The supervisor's checks run on every state.  What the
 real stacks do (a WBC at a few hundred Hz under a faster joint loop): the command
 of a state does not wait for a solve.  In one thread (default) the run is
-deterministic (lockstep).  With ``solve_thread`` the due solve runs in a second
-thread, beside the commands of the next states: with ``solve_wait = D > 0`` the
-plan of state k is taken at state k + D, waiting for it if it is not finished
-(reproducible to the bit: lockstep, where the solve then overlaps D round trips
-to the robot); with ``D = 0`` the states take the newest finished plan and never
-wait (real time: a solve longer than a control period delays no command).
+deterministic (lockstep).  With a worker (``solve_worker``: a second thread, or a
+second process that does not share the GIL, :mod:`whole_body_control.solve_process`)
+the due solve is handed over in :meth:`ControlStage.finish`, after the command went
+out, and runs beside the commands of the next states: with ``solve_wait = D > 0``
+the plan of state k is taken at state k + D, waiting for it if it is not finished
+(reproducible to the bit: lockstep, where the solve then overlaps D round trips to
+the robot); with ``D = 0`` the states take the newest finished plan and never wait
+(real time: a solve longer than a control period delays no command, and a late plan
+is held while the next one is on its way rather than solved at once).
 
 A ROS node (``ros/controller_node.py``) converts messages into an
 :class:`Observation` and a :class:`Command` into a message; it holds no safety
@@ -96,6 +99,9 @@ class Command:
     reason: str
 
 
+SOLVE_WORKERS = ("none", "thread", "process")
+
+
 @dataclass
 class StageConfig:
     """Settings of the stage (SI units).
@@ -114,9 +120,11 @@ class StageConfig:
     solve_every: the QP runs on every N-th state (1: every state; see the module docstring).
     hold_bandwidth: [rad/s] joint feedback between solves toward the plan's motion (0: the
         plan's torques alone).
-    solve_thread: run the due solves in a second thread (``solve_every > 1``).
-    solve_wait: with ``solve_thread``: a plan is taken this many states after the state
-        it solved, waiting for it (reproducible); 0: the newest finished plan, no wait.
+    solve_worker: where the solves run when ``solve_every > 1``: ``"none"`` (the caller's
+        thread, in :meth:`ControlStage.finish`), ``"thread"`` (a second thread) or
+        ``"process"`` (a second process, see :mod:`whole_body_control.solve_process`).
+    solve_wait: with a worker: a plan is taken this many states after the state it
+        solved, waiting for it (reproducible); 0: the newest finished plan, no wait.
     """
 
     period: float = 0.001
@@ -130,7 +138,7 @@ class StageConfig:
     lift_detection: bool = True
     solve_every: int = 1
     hold_bandwidth: float = 0.0
-    solve_thread: bool = False
+    solve_worker: str = "none"
     solve_wait: int = 0
 
     def __post_init__(self) -> None:
@@ -144,6 +152,8 @@ class StageConfig:
             raise WbcError(f"solve_wait must be an integer in [0, solve_every], got {self.solve_wait}")
         if not (math.isfinite(self.hold_bandwidth) and self.hold_bandwidth >= 0):
             raise WbcError(f"hold_bandwidth must be finite and >= 0 [rad/s], got {self.hold_bandwidth}")
+        if self.solve_worker not in SOLVE_WORKERS:
+            raise WbcError(f"solve_worker must be one of {SOLVE_WORKERS}, got {self.solve_worker!r}")
 
 
 @dataclass
@@ -252,9 +262,20 @@ class ControlStage:
         # a plan solved on state k is renewed at state k + solve_every (half a period of slack)
         self._solve_after_ns = (self.config.solve_every - 0.5) * self.period_ns
         self._plan_expires_ns = (2 * self.config.solve_every + 0.5) * self.period_ns  # then solved at once
+        # ... unless (real time: solve_wait 0) a solve is on its way: the command loop never
+        # waits for it (the robot would hold the last command meanwhile), up to this age
+        self._plan_limit_ns = 4 * self._plan_expires_ns
+        self.late_plans = 0  # states answered from a plan past _plan_expires_ns (real time)
         self._generation = 0  # a damping or reset makes a plan in flight obsolete
-        threaded = self.config.solve_thread and self.config.solve_every > 1
-        self._worker = _SolveThread(self._solve) if threaded else None
+        kind = self.config.solve_worker if self.config.solve_every > 1 else "none"
+        self._worker = None
+        self._time_reset = False  # (process) the next job tells the worker's stage
+        if kind == "thread":
+            self._worker = _SolveThread(self._solve)
+        elif kind == "process":
+            from whole_body_control.solve_process import SolveProcess
+
+            self._worker = SolveProcess(robot, wbc_config, self.config, self._sync, self._absorb)
         self._submitted_ns: int | None = None  # the state of the solve in the thread
         self._solved: tuple[int, _Plan] | None = None  # (generation, plan) it produced
 
@@ -268,7 +289,10 @@ class ControlStage:
         self.supervisor.refuse(reason)
         self._generation += 1
         self._plan = None
-        self._pending = None
+        if self._pending is not None:
+            self._pending = None
+            if self._worker is not None:
+                self._submitted_ns = None  # it was due, never sent
         tau = self.ctrl.damping_torques(self.last_v)
         return Command(stamp_ns, self._clip(tau), True, "damping", reason)
 
@@ -285,7 +309,8 @@ class ControlStage:
         when a walking reference is expected but none covers this stamp (the
         stage damps with that reason).  With ``solve_every > 1`` a solve this
         state is due for runs in :meth:`finish` (or at the next cycle)."""
-        self.finish()
+        if self._pending is not None:
+            self.finish()  # the caller did not
         worker = self._worker
         if worker is not None and worker.error is not None:
             error, worker.error = worker.error, None
@@ -303,20 +328,34 @@ class ControlStage:
         if self._submitted_ns is not None:
             self._take_solved(ns)
         plan = self._plan
-        if plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
-            if worker is not None:
-                worker.wait()  # the controller is not shared between two solves
-                self._submitted_ns = self._solved = None
-            return self._solve(obs, reference)
+        if plan is not None and ns - plan.stamp_ns > self._plan_expires_ns and self._late(ns - plan.stamp_ns):
+            self.late_plans += 1
+        elif plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
+            if worker is None:
+                return self._solve(obs, reference)
+            if not worker.ready():
+                if self.config.solve_wait == 0:  # real time: the command loop never waits
+                    return self._damping(ns, "waiting for the solve process to start")
+                worker.start()  # (lockstep: reproducible)
+            worker.wait()  # the controller is not shared between two solves
+            self._submitted_ns = self._solved = self._pending = None
+            return worker.call((obs, reference, None))
         self.last_v[:6] = plan.v_base
         cmd = self._hold(plan, obs)
-        if ns - plan.stamp_ns >= self._solve_after_ns:
-            if worker is None:
-                self._pending = (obs, reference)
-            elif self._submitted_ns is None:
-                worker.submit((obs, reference, self._generation))
+        if ns - plan.stamp_ns >= self._solve_after_ns and self._submitted_ns is None:
+            self._pending = (obs, reference)  # solved (or handed to the worker) in finish()
+            if worker is not None:
                 self._submitted_ns = ns
         return cmd
+
+    def _late(self, age_ns: int) -> bool:
+        """Whether a plan past its expiry is held (real time, a solve on its way, not too old)."""
+        return (
+            self.config.solve_wait == 0
+            and self._submitted_ns is not None
+            and age_ns <= self._plan_limit_ns
+            and self.supervisor.armed
+        )
 
     def _take_solved(self, ns: int) -> None:
         """Install the second thread's plan: at ``solve_wait`` states after its state
@@ -326,11 +365,15 @@ class ControlStage:
             if ns - self._submitted_ns < (self.config.solve_wait - 0.5) * self.period_ns:
                 return
             worker.wait()
-        elif worker.busy:
+        elif not worker.done():
             return
         solved, self._solved, self._submitted_ns = self._solved, None, None
         if solved is not None and solved[0] == self._generation:
             self._plan = solved[1]
+
+    def worker_ready(self) -> bool:
+        """Whether the solves can run (a solve process has started; never blocks)."""
+        return self._worker is None or self._worker.ready()
 
     def wants_reference(self, ns: int) -> bool:
         """Whether :meth:`cycle` may use the walking reference at ``ns`` (a solve: sampling it
@@ -339,12 +382,22 @@ class ControlStage:
         return plan is None or not self.supervisor.armed or ns - plan.stamp_ns >= self._solve_after_ns
 
     def finish(self) -> None:
-        """Run the solve that the last :meth:`cycle` left due (multi-rate; no-op otherwise).
-        A node calls it after publishing the command, so the command does not wait for it."""
-        if self._pending is not None:
-            obs, reference = self._pending
-            self._pending = None
-            self._solve(obs, reference)
+        """After a command went out: run the solve that the last :meth:`cycle` left due, or
+        hand it to the worker, and take in what the worker finished (multi-rate; no-op
+        otherwise).  A node calls it after publishing, so the command waits for none of it."""
+        worker = self._worker
+        pending, self._pending = self._pending, None
+        if worker is None:
+            if pending is not None:
+                self._solve(*pending)
+            return
+        if pending is not None:
+            worker.submit((*pending, self._generation))
+        worker.collect()
+        wait = self.config.solve_wait
+        if wait > 0 and self._submitted_ns is not None and self.last_stamp_ns is not None:
+            if self.last_stamp_ns + self.period_ns - self._submitted_ns >= (wait - 0.5) * self.period_ns:
+                worker.wait()  # the next state takes it: wait now, not on that state's command
 
     def _unusable(self, obs: Observation, reference_missing: str) -> str:
         """Why the state cannot be controlled ("" if it can); latches a tilt."""
@@ -471,6 +524,89 @@ class ControlStage:
                 self._plan = plan
         return Command(ns, tau, damping, result.status, result.reason)
 
+    # -- the solve in a second process (solve_worker "process") --------------------------------
+
+    def _sync(self) -> tuple[bool, bool, bool]:
+        """What the worker's stage must know before a solve: (armed, needs_reset, time reset)."""
+        reset, self._time_reset = self._time_reset, False
+        return self.supervisor.armed, self.needs_reset, reset
+
+    def serve(self, obs: Observation, reference, generation: int | None, sync: tuple[bool, bool, bool]):
+        """(In the worker process) one solve for the caller's stage: see :meth:`_absorb`."""
+        armed, needs_reset, reset = sync
+        if reset:
+            self.reset_time()
+        sup = self.supervisor
+        sup.armed, self.needs_reset = armed, needs_reset
+        before = self._generation
+        cmd = self._solve(obs, reference, generation)
+        plan = self._plan if generation is None else self._solved[1]
+        events = list(sup.events)
+        sup.events.clear()
+        return SolveReply(
+            cmd,
+            plan,
+            generation,
+            self._generation != before,
+            sup.armed,
+            sup.reason,
+            events,
+            self.needs_reset,
+            self.lifted,
+            self.base_estimate,
+            self.last_result,
+            self.last_v[:6].copy(),
+        )
+
+    def _absorb(self, reply: SolveReply) -> Command | None:
+        """(In the caller's process) the worker's solve as if it had run here: the
+        foreground solve's command (arming, damping), or the background plan."""
+        sup = self.supervisor
+        sup.events.extend(reply.events)
+        self.lifted = reply.lifted
+        self.base_estimate = reply.base_estimate
+        if reply.last_result is not None:
+            self.last_result = reply.last_result
+        if reply.generation is not None:
+            self._solved = (reply.generation, reply.plan)
+            return None
+        cmd = reply.command
+        if reply.refused:
+            return self._damping(cmd.stamp_ns, cmd.reason)
+        sup.armed, sup.reason = reply.armed, reply.reason
+        self.needs_reset = reply.needs_reset
+        self.last_v[:6] = reply.v_base
+        self._plan = reply.plan
+        return cmd
+
+    def apply(self, changes: list[tuple]) -> None:
+        """Runtime changes of the controller and the settings, here and in the worker
+        process: ``("weight" | "kp" | "kd", task, value)``, ``("levels", {task: level})``,
+        ``("config", field, value)`` (a :class:`StageConfig` field).  A solve in flight
+        finishes with the old settings (reproducible)."""
+        if self._worker is not None:
+            self._worker.apply(changes)
+        ctrl = self.ctrl
+        for change in changes:
+            kind = change[0]
+            if kind == "weight":
+                ctrl.set_weight(change[1], float(change[2]))
+            elif kind in ("kp", "kd"):
+                setattr(ctrl.tasks[change[1]], kind, float(change[2]))
+            elif kind == "levels":
+                ctrl.move_tasks(change[1])
+            elif kind == "config":
+                setattr(self.config, change[1], change[2])
+                if change[1] == "stale_periods":
+                    self.supervisor.stale_periods = change[2]
+            else:
+                raise WbcError(f"unknown change {change!r}")
+
+    def close(self) -> None:
+        """End the worker process (if any); the stage is not used after this."""
+        if self._worker is not None:
+            self._worker.close()
+
     def _hold(self, plan: _Plan, obs: Observation) -> Command:
         """The command between solves: the plan's torques with joint feedback toward its motion."""
         if plan.damping:
@@ -520,6 +656,7 @@ class ControlStage:
         """The robot's time went backwards (reset): re-arm from the next state, new estimate."""
         if self._worker is not None:
             self._worker.wait()
+            self._time_reset = True  # (process) told with the next job
         self._generation += 1
         self.supervisor.armed = False
         self.supervisor.reason = "time went backwards: re-arming"
@@ -530,7 +667,7 @@ class ControlStage:
 
 
 class _SolveThread:
-    """One worker thread that runs one solve at a time (``StageConfig.solve_thread``).
+    """One worker thread that runs one solve at a time (``StageConfig.solve_worker = "thread"``).
 
     ``submit`` hands it a job unless it is busy; ``wait`` blocks until it is idle; an
     exception of a job is kept in ``error`` for the stage (which then damps)."""
@@ -551,14 +688,34 @@ class _SolveThread:
             self._cv.notify_all()
             return True
 
-    @property
-    def busy(self) -> bool:
-        return self._busy
+    def done(self) -> bool:
+        """Whether the last job has finished."""
+        return not self._busy
+
+    def ready(self) -> bool:
+        return True
+
+    def start(self) -> None:
+        """Nothing to wait for: the thread runs from its creation."""
+
+    def collect(self) -> None:
+        """Nothing to take in: the thread writes its plan into the stage itself."""
 
     def wait(self) -> None:
         with self._cv:
             while self._busy:
                 self._cv.wait()
+
+    def call(self, job: tuple):
+        """A foreground solve, on the caller's thread (the worker is idle: see ``wait``)."""
+        return self._solve(*job)
+
+    def apply(self, changes: list[tuple]) -> None:
+        """The thread shares the caller's controller: the solve in flight finishes first."""
+        self.wait()
+
+    def close(self) -> None:
+        """Nothing to end: the thread is a daemon waiting for a job."""
 
     def _run(self) -> None:
         while True:
@@ -591,6 +748,25 @@ class _Plan:
     v_base: np.ndarray
     kp: np.ndarray  # per joint [N m / rad], [N m s / rad]
     kd: np.ndarray
+
+
+@dataclass(frozen=True)
+class SolveReply:
+    """A worker process's solve, for :meth:`ControlStage._absorb` (``generation`` None:
+    a foreground solve, whose ``command`` answers the state; else a background plan)."""
+
+    command: Command
+    plan: _Plan | None
+    generation: int | None
+    refused: bool  # the solve damped (a non-finite estimate)
+    armed: bool
+    reason: str
+    events: list[str]
+    needs_reset: bool
+    lifted: bool
+    base_estimate: tuple[np.ndarray, np.ndarray] | None
+    last_result: object
+    v_base: np.ndarray
 
 
 def _tilt(quat_xyzw: np.ndarray) -> float:
