@@ -102,6 +102,13 @@ PARAMS = [
     Param("base_sync", "exact", "external base state: 'exact' (same stamp as the joint states) or 'latest'"),
     Param("base_timeout", 0.01, "base_sync latest: largest base-state age accepted [s]", (0.0, 10.0)),
     Param(
+        "reference_timeout",
+        0.05,
+        "a late walker's last sample holds this long past the end of its trajectory, then damping [s] "
+        "(at least stale_periods control periods)",
+        (0.0, 1.0),
+    ),
+    Param(
         "solve_period",
         0.0,
         "the whole-body QP runs every solve_period [s] of state stamps (rounded to whole control periods; "
@@ -117,15 +124,17 @@ PARAMS = [
         read_only=True,
     ),
     Param(
-        "solve_thread",
-        False,
-        "run the due QP solves in a second thread, beside the commands of the next states",
+        "solve_worker",
+        "none",
+        "where the due QP solves run, beside the commands of the next states: 'process' (a second "
+        "process, below the command loop's priority), 'thread' (it shares the GIL with the command "
+        "loop), 'none' (after each command, in the command loop)",
         read_only=True,
     ),
     Param(
         "solve_wait",
         0,
-        "solve_thread: take a solution this many states after the state it solved, waiting for it "
+        "solve_worker: take a solution this many states after the state it solved, waiting for it "
         "(lockstep: reproducible to the bit); 0: the newest finished one, never wait (real time)",
         (0, 1000),
         read_only=True,
@@ -182,11 +191,11 @@ class ControllerNode(Node):
                 com_mode=p["com_mode"],
                 solve_every=solve_every,
                 hold_bandwidth=p["hold_bandwidth"],
-                solve_thread=p["solve_thread"],
+                solve_worker=p["solve_worker"],
                 solve_wait=min(p["solve_wait"], solve_every),
             ),
         )
-        if p["solve_thread"]:
+        if p["solve_worker"] == "thread":
             # The solve thread holds the GIL while it runs Python code: with the default
             # 5 ms switch interval a joint state arriving meanwhile would wait up to 5 ms.
             sys.setswitchinterval(1e-4)
@@ -349,6 +358,10 @@ class ControllerNode(Node):
         self.publish_diagnostics()
         rclpy.try_shutdown(context=self.context)
 
+    def destroy_node(self) -> None:
+        self.stage.close()  # the solve process, if any
+        super().destroy_node()
+
     # -- parameters --------------------------------------------------------------------------
 
     def _declare_task_params(self) -> None:
@@ -401,20 +414,17 @@ class ControllerNode(Node):
         return ""
 
     def _apply_task_params(self, changes: dict) -> None:
-        moves = {}
+        ops, moves = [], {}
         for key, value in changes.items():
             _, name, field = key.split(".")
-            task = self.ctrl.tasks[name]
-            if field == "weight":
-                self.ctrl.set_weight(name, float(value))
-            elif field == "kp":
-                task.kp = float(value)
-            elif field == "kd":
-                task.kd = float(value)
+            if field in ("weight", "kp", "kd"):
+                ops.append((field, name, float(value)))
             elif field == "level" and self.ctrl.level_of(name) != value:
                 moves[name] = int(value)
         if moves:
-            self.ctrl.move_tasks(moves)
+            ops.append(("levels", moves))
+        if ops:
+            self.stage.apply(ops)  # (and in the solve process)
 
     def on_set_parameters(self, params):
         changes = {}
@@ -439,10 +449,8 @@ class ControllerNode(Node):
         for prm in params:
             if prm.name in self.p:
                 self.p[prm.name] = prm.value
-            if prm.name == "stale_periods":
-                self.stage.supervisor.stale_periods = prm.value
-            elif prm.name in ("max_tilt", "com_mode", "fixed_dt", "contact_force"):
-                setattr(self.stage.config, prm.name, prm.value)
+            if prm.name in ("stale_periods", "max_tilt", "com_mode", "fixed_dt", "contact_force"):
+                self.stage.apply([("config", prm.name, prm.value)])
         return result()
 
     # -- inputs --------------------------------------------------------------------------------
@@ -536,9 +544,11 @@ class ControllerNode(Node):
                 return None, "", False  # stand on the controller's own reference until the walker starts
             return None, "waiting for /walker/reference", False
         end = refs.end_ns
-        if end is not None and 0 < ns - end < self.p["stale_periods"] * self.period_ns:
-            # The walker is late, not dead (a slow batch): its last sample holds for less
-            # than stale_periods, like a late joint state, then the robot is damped.
+        hold_ns = max(self.p["stale_periods"] * self.period_ns, self.p["reference_timeout"] * 1e9)
+        if end is not None and 0 < ns - end < hold_ns:
+            # The walker is late, not dead (a slow batch; its trajectories reach `horizon`
+            # ahead, so it is that late already): its last sample holds for less than
+            # reference_timeout, then the robot is damped.
             self.reference_holds += 1
             return refs.at(end), "", False
         return (
@@ -684,6 +694,8 @@ class ControllerNode(Node):
         if self.refs is not None and not self.refs_received:
             out.append("/walker/reference")
         out += [t for s, t in self.wrench_topics.items() if not self.seen.get(f"{s}_wrench")]
+        if not self.stage.worker_ready():
+            out.append("the solve process to start")
         return out
 
     def report_waiting(self) -> None:
@@ -710,6 +722,8 @@ class ControllerNode(Node):
             status = r.status if r is not None else "ok"
         elif waiting:
             status = "waiting for " + ", ".join(waiting)
+        elif self.commands == 0:
+            status = "waiting for a joint state to answer"
         else:
             status = "damping"
         cmd = self.last_cmd
@@ -731,11 +745,14 @@ class ControllerNode(Node):
             "commands": self.commands,
             "damping_commands": self.damping_commands,
             "reference_holds": self.reference_holds,
+            "late_plans": self.stage.late_plans,
             "command_joints": self.command_joints[:1] + (["..."] if len(self.command_joints) > 1 else []),
             "first_command_s": self.first_command_s,
         }
 
     def publish_diagnostics(self) -> None:
+        if self.pending is not None and self.first_command_s is None:
+            self.try_tick()  # a state held back for an input that came since (the solve process)
         diag = self.diagnostics()
         self.diag_pub.publish(String(data=json.dumps(diag, allow_nan=True)))
         level = DiagnosticStatus.OK

@@ -136,14 +136,22 @@ REALTIME_PRIORITY = Param(
 
 def set_realtime_priority(node: Node, priority: int) -> bool:
     """Every thread of this process (rclpy's and DDS's included) under SCHED_FIFO at
-    ``priority``; threads started later inherit it.  Logs and returns False when refused."""
+    ``priority``; threads started later inherit it.  The processes this one started (the
+    controller's solve process) go one below: the node's threads preempt them.  Logs and
+    returns False when refused."""
     import os
 
     if priority <= 0:
         return False
     try:
+        children = set()
         for tid in os.listdir("/proc/self/task"):
             os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(int(priority)))
+            with open(f"/proc/self/task/{tid}/children") as f:
+                children.update(int(pid) for pid in f.read().split())
+        for pid in children:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(max(1, int(priority) - 1)))
     except (OSError, AttributeError) as exc:
         node.get_logger().warning(
             f"realtime_priority {priority} refused ({exc}): normal scheduling; a real-time loop needs "
