@@ -342,6 +342,8 @@ class WalkerNode(Node):
         # the path's stamp is the time its steps are upcoming at (every step landing later is
         # in it, so a listener can drop an earlier plan of a step that was retimed)
         self.path_pub.publish(cv.footstep_path(cv.ns_to_stamp(cv.seconds_to_ns(ref.time)), steps))
+        if not self.marker_pub.get_subscription_count():
+            return  # the markers cost a walker batch's time (message objects): only for a viewer
         markers = MarkerArray()
         for i, step in enumerate(steps[:20]):
             sole = self.walker.soles[step.side]
