@@ -272,7 +272,7 @@ def parse_command(data: bytes) -> tuple[np.ndarray, list[str]]:
         labels.append(data[off + 4 : off + 3 + n].decode())
         off += 4 + n
         off += -(off - 4) % 4 + 8  # size, stride
-    count, = struct.unpack_from("<I", data, off + 4)  # after data_offset
+    (count,) = struct.unpack_from("<I", data, off + 4)  # after data_offset
     off += 8
     if count:
         off += -(off - 4) % 8
