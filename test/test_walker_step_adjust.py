@@ -171,3 +171,38 @@ def test_step_timing_catches_a_push_the_position_alone_cannot():
 
     _, errors_fixed, _ = _pushed_lipm(True, 0.45, timing=False)
     assert errors_fixed[-1] > 0.1
+
+
+def test_lift_off_waits_while_the_next_step_cannot_catch_the_dcm():
+    """In double support, a DCM pushed towards the foot about to lift off (beyond what that
+    step may move, G1's step limits) holds the lift-off ``lift_off_notice`` ahead, up to
+    ``max_lift_off_delay``; the double support's ZMP goes towards that foot; a DCM on plan
+    leaves the timing alone."""
+    from zmp_walker.config import load_walker_config
+
+    sole = SoleRect(-0.05, 0.12, -0.03, 0.03)
+
+    def run(offset: float):
+        cfg = load_walker_config(robot="g1")
+        gen = PatternGenerator(cfg, FootPose([0, 0.12, 0]), FootPose([0, -0.12, 0]), np.array([0, 0, 0.6]), sole, sole)
+        gen.walk_steps(8, 0.25)
+        gen.cycle(0.0)
+        k = 3
+        planned = gen.schedule.steps[k].t_start
+        side = gen.schedule.steps[k].side
+        t, lifts = gen.schedule.steps[k - 1].t_end, []
+        ref = gen.cycle(t)
+        while t < planned + 0.6:
+            t += cfg.dt  # measured: the last reference's CoM state, its DCM moved by ``offset`` towards ``side``
+            com_vel = ref.com_vel.copy()
+            com_vel[1] += side_sign(side) * offset * ref.omega
+            ref = gen.cycle(t, MeasuredState(ref.com_pos.copy(), com_vel))
+            lifts.append(gen.schedule.steps[k].t_start)
+        return cfg, planned, np.array(lifts)
+
+    cfg, planned, lifts = run(0.0)
+    assert np.allclose(lifts, planned)
+    cfg, planned, lifts = run(0.12)
+    delay = lifts[-1] - planned
+    assert delay == pytest.approx(cfg.step_adjustment.max_lift_off_delay, abs=0.011)
+    assert np.all(np.diff(lifts) >= -1e-12)  # a lift-off only moves later

@@ -378,6 +378,7 @@ class PatternGenerator:
                 kept + new,
                 final,
                 old.swing_durations[: len(kept)] if walking else (),
+                old.lift_off_delays[: len(kept)] if walking else (),
             ),
             nominal + [s.position[:2] for s in new],
         )
@@ -417,7 +418,9 @@ class PatternGenerator:
         side = other_side(s.steps[-1].side) if s.steps else None
         new = self.footsteps.from_velocity(feet, 2, *self._velocity, first=side, close=False)
         self._set_schedule(
-            Schedule(self.config, s.t0, s.feet_before[0], list(s.steps) + new, False, s.swing_durations),
+            Schedule(
+                self.config, s.t0, s.feet_before[0], list(s.steps) + new, False, s.swing_durations, s.lift_off_delays
+            ),
             self._nominal + [st.position[:2] for st in new],
         )
 
@@ -460,7 +463,9 @@ class PatternGenerator:
             if k < len(steps) and steps[k].t_start > self._t_plan:
                 p = steps[k].pose
                 steps[k] = steps[k].moved(FootPose(np.array([xy[0], xy[1], p.position[2]]), p.yaw))
-        self._set_schedule(Schedule(self.config, s.t0, s.feet_before[0], steps, s.final, s.swing_durations))
+        self._set_schedule(
+            Schedule(self.config, s.t0, s.feet_before[0], steps, s.final, s.swing_durations, s.lift_off_delays)
+        )
 
     def _adjust_step(self, t: float, measured: MeasuredState) -> None:
         """Capture-point step adjustment at the planner grid time ``t`` [s] (see :mod:`zmp_walker.step_adjust`).
@@ -477,6 +482,8 @@ class PatternGenerator:
         index = sched.phase_index(t)
         phase = sched.phases[index]
         if not phase.is_single_support:
+            if phase.name == "double_support" and cfg.max_lift_off_delay > 0.0:
+                self._delay_lift_off(t, index, phase, measured)
             return
         k = phase.step
         step = sched.steps[k]
@@ -534,12 +541,79 @@ class PatternGenerator:
         durations = list(sched.swing_durations)
         if T != t_rem:
             durations[k] = t + T - step.t_start
-        new = Schedule(self.config, sched.t0, sched.feet_before[0], steps, sched.final, tuple(durations))
+        new = Schedule(
+            self.config, sched.t0, sched.feet_before[0], steps, sched.final, tuple(durations), sched.lift_off_delays
+        )
         replanned = ReplannedSwing(swing, t, pose.position[:2], new.steps[k].t_end)
         self._set_schedule(new, nominal)
         self._swing = {k: replanned}
         self._planned_landing = {k: planned}
         self._x[1] += w * math.exp(-w * T) * shift
+
+    def _delay_lift_off(self, t: float, index: int, phase, measured: MeasuredState) -> None:
+        """Lengthen the double support ``phase`` (index ``index``) while the next step,
+        lifting off now, could not catch the DCM.
+
+        Within ``lift_off_notice`` of the next lift-off, at the planner grid time ``t`` [s]: the
+        landing move the capture-point rule would ask of that step with the
+        shortest swing (``min_swing_duration``) and its stance sole's ZMP
+        (:func:`~zmp_walker.step_adjust.capture_offset`); when part of it is
+        out of reach (step length and width limits, ``max_adjustment``, no
+        crossing of the legs) and the double support's ZMP polygon reaches
+        beyond the measured DCM in the direction of the unreachable part (its
+        ZMP can still bring the DCM back), the lift-off moves to
+        ``lift_off_notice`` [s] after ``t`` (every later step with it), up to
+        ``max_lift_off_delay`` [s] in all: a controller that releases a contact
+        before the lift-off never sees a lift-off that does not come.
+
+        The case: a lateral push towards the foot about to lift off (G1 pushed
+        at the end of a swing towards its stance foot).  Lifting it leaves the
+        DCM outside the other sole, diverging faster than any step within the
+        limits can catch; waiting, the double support's ZMP brings it back.
+        """
+        cfg = self.config.step_adjustment
+        sched = self._schedule
+        k = phase.step + 1
+        notice = cfg.lift_off_notice
+        if k >= len(sched.steps) or sched.steps[k].t_start > t + notice + 1e-9:
+            return
+        wait = min(t + notice - sched.steps[k].t_start, cfg.max_lift_off_delay - sched.lift_off_delays[k])
+        if wait < 1e-6:
+            return
+        step = sched.steps[k]
+        w = self.omega
+        xi_m = np.asarray(measured.com[:2], dtype=float) + np.asarray(measured.com_vel[:2], dtype=float) / w
+        error = xi_m - (self._x[0] + self._x[1] / w + self.disturbance_offset)
+        n = float(np.linalg.norm(error))
+        if n < 1e-9:
+            return
+        p_ref = np.array(self._reference.at(step.t_start))
+        capacity = self._reference.polygon_of_phase(index + 1).clamp(p_ref + error / n) - p_ref
+        move = capture_offset(error, capacity, w, cfg.min_swing_duration)
+        if float(np.linalg.norm(move)) < cfg.deadband:
+            return
+        stance = sched.feet_before[k][other_side(step.side)]
+        target = step.position[:2] + move
+        pose = clamp_landing(self.footsteps, step.side, stance, step.pose, target, cfg.max_adjustment)
+        if pose is None:
+            out = move  # no landing at all (collision): the whole move is out of reach
+        else:
+            out = target - pose.position[:2]
+        n_out = float(np.linalg.norm(out))
+        if n_out <= cfg.deadband:
+            return
+        # the double support's ZMP can bring the DCM back along the unreachable part only
+        # where its polygon reaches beyond the DCM that way (not a DCM ahead of the front toes)
+        reach = float(np.max(self._reference.polygon_of_phase(index).vertices.dot(out / n_out) - xi_m.dot(out / n_out)))
+        if reach < cfg.deadband:
+            return
+        delays = list(sched.lift_off_delays)
+        delays[k] += wait
+        self._set_schedule(
+            Schedule(
+                self.config, sched.t0, sched.feet_before[0], sched.steps, sched.final, sched.swing_durations, delays
+            )
+        )
 
     # -- the tick -------------------------------------------------------------
 

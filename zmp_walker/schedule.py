@@ -16,7 +16,10 @@ two heights (a step up or down, :func:`step_duration`): a longer swing to
 clear the edge and a longer double support after it.  A step's swing may be
 shortened (step timing adaptation, :mod:`zmp_walker.step_adjust`): ``swing_durations[k]``
 then replaces ``T_ss,k`` and every later step starts that much earlier (the
-double support after it keeps its duration).  Before ``t0`` the phase is
+double support after it keeps its duration).  A step's lift-off may be delayed
+(``lift_off_delays[k]`` [s], the double support before it lengthened while the
+DCM is brought back within reach of the next landing); every later step then
+starts that much later.  Before ``t0`` the phase is
 ``standing``.  An *open* schedule (continuous walking whose end is not yet
 planned) has no stop phase: after its last step the robot stays in double
 support until the generator appends more steps.
@@ -97,6 +100,8 @@ class Schedule:
         final: whether the last step ends the walk (stop phase follows).
         swing_durations: per step, a swing time [s] replacing the planned one,
             or None (the first steps only when shorter than ``steps``).
+        lift_off_delays: per step, extra double support [s] before it lifts
+            off (the first steps only when shorter than ``steps``).
     """
 
     def __init__(
@@ -107,6 +112,7 @@ class Schedule:
         steps,
         final: bool,
         swing_durations: tuple[float | None, ...] = (),
+        lift_off_delays: tuple[float, ...] = (),
     ):
         self.config = config
         self.t0 = float(t0)
@@ -124,8 +130,13 @@ class Schedule:
         )
         overrides = tuple(swing_durations)[: len(self.durations)]
         self.swing_durations: tuple[float | None, ...] = overrides + (None,) * (len(self.durations) - len(overrides))
+        delays = tuple(float(d) for d in lift_off_delays)[: len(self.durations)]
+        if any(not d >= 0.0 for d in delays):
+            raise ValueError(f"lift-off delays must be >= 0, got {delays}")
+        self.lift_off_delays: tuple[float, ...] = delays + (0.0,) * (len(self.durations) - len(delays))
         timed, t_k = [], t_first
-        for s, T, T_ss in zip(steps, self.durations, self.swing_durations):
+        for s, T, T_ss, delay in zip(steps, self.durations, self.swing_durations, self.lift_off_delays):
+            t_k += delay
             planned = (1.0 - config.double_support_ratio) * T
             if T_ss is None:
                 timed.append(s.timed(t_k, t_k + planned))
