@@ -59,7 +59,7 @@ from whole_body_control.control_stage import ControlStage, Observation, StageCon
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, REALTIME_PRIORITY, Param, declare, result, spin
+from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, result, spin
 from whole_body_control.ros.qos import COMMAND_QOS, REFERENCE_QOS, STATE_QOS
 
 PARAMS = [
@@ -166,6 +166,7 @@ TICKS = 4096  # tick durations kept for the diagnostics' percentiles
 class ControllerNode(Node):
     def __init__(self, **kwargs):
         super().__init__("whole_body_controller", **kwargs)
+        self.throttle = LogThrottle()  # per-period log messages: at most one a second
         p = declare(self, PARAMS)
         self.p = p
         for key in ("reference_sync", "base_sync"):
@@ -499,7 +500,8 @@ class ControllerNode(Node):
         try:
             self.refs.add(cv.reference_trajectory_from_cdr(data, self.period_ns))
         except StateError as exc:
-            self.get_logger().error(f"/walker/reference rejected: {exc}", throttle_duration_sec=1.0)
+            if self.throttle("reference rejected"):
+                self.get_logger().error(f"/walker/reference rejected: {exc}")
             return
         self.refs_received += 1
         self.starved = False
@@ -562,18 +564,16 @@ class ControllerNode(Node):
             return None
         if len(self.wrenches) < len(self.wrench_topics):
             silent = [t for s, t in self.wrench_topics.items() if s not in self.wrenches]
-            self.get_logger().error(
-                f"no message on {silent} (configured foot force/torque sensors): "
-                "contacts from the walking schedule instead",
-                throttle_duration_sec=1.0,
-            )
+            if self.throttle("wrench silent"):
+                self.get_logger().error(
+                    f"no message on {silent} (configured foot force/torque sensors): "
+                    "contacts from the walking schedule instead"
+                )
             return None
         old = [self.wrench_topics[s] for s, (t, _) in self.wrenches.items() if now_ns - t > 0.1e9]
         if old:
-            self.get_logger().error(
-                f"{old} silent for more than 0.1 s: contacts from the walking schedule instead",
-                throttle_duration_sec=1.0,
-            )
+            if self.throttle("wrench old"):
+                self.get_logger().error(f"{old} silent for more than 0.1 s: contacts from the walking schedule instead")
             return None
         return {s: w for s, (_, w) in self.wrenches.items()}
 
@@ -586,7 +586,8 @@ class ControllerNode(Node):
         except Exception as exc:  # noqa: BLE001 - any failure of the tick ends in the safe state
             if not self.context.ok():
                 return  # shutting down: nothing to command
-            self.get_logger().error(f"tick failed: {exc!r}: damping", throttle_duration_sec=1.0)
+            if self.throttle("tick failed"):
+                self.get_logger().error(f"tick failed: {exc!r}: damping")
             if self.command_index is not None and self.stage.last_stamp_ns is not None:
                 self._publish(self.stage.fail(self.stage.last_stamp_ns, f"tick failed: {exc!r}"))
 
@@ -620,7 +621,8 @@ class ControllerNode(Node):
                 f"clock mismatch: {self.p['joint_states_topic']} stamped {ns * 1e-9:.3f} s but this node's clock "
                 f"reads {now * 1e-9:.3f} s; a simulated robot needs use_sim_time:=true (or raise max_clock_offset)"
             )
-            self.get_logger().error(self._clock_error, throttle_duration_sec=1.0)
+            if self.throttle("clock mismatch"):
+                self.get_logger().error(self._clock_error)
             missing = self._clock_error
         else:
             self._clock_error = None

@@ -69,7 +69,7 @@ from std_srvs.srv import SetBool, Trigger
 from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, REALTIME_PRIORITY, Param, declare, result, spin
+from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, result, spin
 from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
 from whole_body_control.sim import SimConfig, Simulation
 from whole_body_control.sim.fall import FallDetector
@@ -186,6 +186,7 @@ def command_stamp(msg: Float64MultiArray) -> int | None:
 class MujocoBridge(Node):
     def __init__(self, **kwargs):
         super().__init__("mujoco_bridge", **kwargs)
+        self.throttle = LogThrottle()  # per-period log messages: at most one a second
         p = declare(self, PARAMS)
         self.p = p
         self.robot = load_robot(p["robot"])
@@ -342,18 +343,20 @@ class MujocoBridge(Node):
             data, stamp = cv.command_from_cdr(msg)
         except ValueError as exc:
             self.rejected += 1
-            self.get_logger().error(f"command rejected: {exc}", throttle_duration_sec=1.0)
+            if self.throttle("command unreadable"):
+                self.get_logger().error(f"command rejected: {exc}")
             return
         if data.size != self.command_index.size:
             self.rejected += 1
-            self.get_logger().error(
-                f"command rejected: expected {self.command_index.size} efforts (joints parameter), got {data.size}",
-                throttle_duration_sec=1.0,
-            )
+            if self.throttle("command size"):
+                self.get_logger().error(
+                    f"command rejected: expected {self.command_index.size} efforts (joints parameter), got {data.size}"
+                )
             return
         if not np.all(np.isfinite(data)):
             self.rejected += 1
-            self.get_logger().error("command rejected: non-finite efforts", throttle_duration_sec=1.0)
+            if self.throttle("command non-finite"):
+                self.get_logger().error("command rejected: non-finite efforts")
             return
         if self.lockstep and stamp is not None and stamp != self.pending_ns:
             return  # answers another state (late duplicate)
@@ -437,13 +440,14 @@ class MujocoBridge(Node):
         damping = self.timeout.period(self.fresh_command)
         self.fresh_command = False
         if damping and not self.damping:
-            self.get_logger().warning(
-                f"command timeout: no fresh command for {self.timeout.limit} control periods, "
-                f"damping until the next one (t = {now * 1e-9:.3f} s)",
-                throttle_duration_sec=1.0,
-            )
+            if self.throttle("command timeout"):
+                self.get_logger().warning(
+                    f"command timeout: no fresh command for {self.timeout.limit} control periods, "
+                    f"damping until the next one (t = {now * 1e-9:.3f} s)"
+                )
         elif self.damping and not damping:
-            self.get_logger().info(f"fresh command: damping ends (t = {now * 1e-9:.3f} s)", throttle_duration_sec=1.0)
+            if self.throttle("fresh command"):
+                self.get_logger().info(f"fresh command: damping ends (t = {now * 1e-9:.3f} s)")
         self.damping = damping
         tau = self.tau
         delay = self.p["command_delay_periods"]

@@ -30,7 +30,7 @@ from sensor_msgs.msg import Imu, JointState
 from whole_body_control.estimation import SIDES, LegOdometry
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, Param, declare, result, spin
+from whole_body_control.ros.params import INF, LogThrottle, Param, declare, result, spin
 from whole_body_control.ros.qos import STATE_QOS
 
 PARAMS = [
@@ -47,6 +47,7 @@ PARAMS = [
 class StateEstimatorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("state_estimator", **kwargs)
+        self.throttle = LogThrottle()  # per-period log messages: at most one a second
         p = declare(self, PARAMS)
         self.p = p
         self.robot = load_robot(p["robot"])
@@ -92,13 +93,13 @@ class StateEstimatorNode(Node):
             return
         qj, vj, missing = self.reader.read(msg)
         if missing:
-            self.get_logger().error(
-                f"/joint_states lack joints {list(missing)}: no estimate", throttle_duration_sec=1.0
-            )
+            if self.throttle("missing joints"):
+                self.get_logger().error(f"/joint_states lack joints {list(missing)}: no estimate")
             return
         quat, gyro, accel = cv.imu_from_msg(imu)
         if not all(np.all(np.isfinite(a)) for a in (quat, gyro, accel, qj, vj)):
-            self.get_logger().error("non-finite joint states or IMU: no estimate", throttle_duration_sec=1.0)
+            if self.throttle("non-finite state"):
+                self.get_logger().error("non-finite joint states or IMU: no estimate")
             return
         dt = 0.0 if self.last_ns is None or ns <= self.last_ns else (ns - self.last_ns) * 1e-9
         if self.last_ns is not None and ns < self.last_ns:

@@ -51,7 +51,7 @@ from whole_body_control.estimation import LegOdometry
 from whole_body_control.reference_trajectory import ReferenceTrajectory
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, REALTIME_PRIORITY, Param, declare, result, spin
+from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, result, spin
 from whole_body_control.ros.qos import REFERENCE_QOS, state_qos
 from whole_body_control.state import RobotState
 from whole_body_control.walker_stage import make_walker, walker_config_for, walker_reference
@@ -132,6 +132,7 @@ def _marker(ns: str, mid: int, mtype: int, rgba, scale) -> Marker:
 class WalkerNode(Node):
     def __init__(self, **kwargs):
         super().__init__("zmp_walker", **kwargs)
+        self.throttle = LogThrottle()  # per-period log messages: at most one a second
         p = declare(self, PARAMS)
         self.p = p
         if p["com_mode"] not in ("reference", "dcm"):
@@ -213,7 +214,8 @@ class WalkerNode(Node):
         self.js[ns] = data
         if self.seed_only:
             if self.imu is None:
-                self.get_logger().warning(f"waiting for {self.p['imu_topic']}", throttle_duration_sec=1.0)
+                if self.throttle("waiting for imu"):
+                    self.get_logger().warning(f"waiting for {self.p['imu_topic']}")
                 self.js.pop(ns)
                 return
             self.base[ns] = None  # placed from the IMU and the legs when it seeds (see _seed_base)
@@ -249,9 +251,8 @@ class WalkerNode(Node):
             # seeding and DCM feedback read the state; the planned reference does not
             qj, vj, missing = self.reader.read(deserialize_message(js, JointState))
             if missing or (base is None and self.imu is None):
-                self.get_logger().error(
-                    f"/joint_states lack joints {list(missing)}: no walking reference", throttle_duration_sec=1.0
-                )
+                if self.throttle("missing joints"):
+                    self.get_logger().error(f"/joint_states lack joints {list(missing)}: no walking reference")
                 return
             if base is not None:
                 qb, vb = cv.base_from_odometry(deserialize_message(base, Odometry))
@@ -259,7 +260,8 @@ class WalkerNode(Node):
                 qb, vb = self._seed_base(qj, vj)
             q, v = cv.assemble_state(qb, vb, qj, vj)
             if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
-                self.get_logger().error("non-finite robot state: no walking reference", throttle_duration_sec=1.0)
+                if self.throttle("non-finite state"):
+                    self.get_logger().error("non-finite robot state: no walking reference")
                 return
             self.state.update(q, v)
         self.last_ns = ns
@@ -316,7 +318,8 @@ class WalkerNode(Node):
             try:
                 refs.append(walker_reference(walker, t, self.lead, measured))
             except WalkerError as exc:
-                self.get_logger().error(f"walker failed at t = {t:.3f} s: {exc}", throttle_duration_sec=1.0)
+                if self.throttle("walker failed"):
+                    self.get_logger().error(f"walker failed at t = {t:.3f} s: {exc}")
                 break
         if not refs:
             return
