@@ -218,7 +218,9 @@ def run_walk(
             lifted_at = t
             walker.freeze()
             ctrl.hold_airborne()
-        wref = walker.cycle(t, MeasuredState(st.com.copy(), st.vcom.copy()) if com_mode == "dcm" else None)
+        # the gravity vector in the floor's frame stands for the IMU attitude (ground truth, as q and v)
+        measured = MeasuredState(st.com.copy(), st.vcom.copy(), gravity=sim.model.opt.gravity.copy())
+        wref = walker.cycle(t, measured if com_mode == "dcm" else None)
         if schedule is None:
             schedule = walker.schedule
             max_ticks = int(math.ceil((schedule.end_time + settle_time + 5.0) / dt))
