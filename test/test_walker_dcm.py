@@ -139,3 +139,45 @@ def test_observer_rejects_non_finite_input_and_limits_its_offset():
     assert np.all(np.isfinite(obs.update(5.002, xi, p)))
     with pytest.raises(ValueError):
         DcmDisturbanceObserver(W, bandwidth=0.0, max_offset=0.1)
+
+
+def walk_on_tilting_floor(measure_gravity: bool, slope_deg: float, seconds=9.0):
+    """LIPM walk in the ground's frame while gravity tilts to ``slope_deg`` about y over
+    the first 2 s (as the slope scenarios): ``c'' = (g_z / -z_c) (c - p) + g_xy``."""
+    cfg = WalkerConfig(k_dcm=3.0)
+    gen = PatternGenerator(cfg, FEET[0], FEET[1], np.array([0.0, 0.0, Z_C]), SOLE, SOLE)
+    gen.walk_steps(6, 0.2)
+    c, v = np.zeros(2), np.zeros(2)
+    zmp_off = 0.0
+    for i in range(int(seconds / DT)):
+        t = i * DT
+        a = math.radians(slope_deg) * min(1.0, t / 2.0)
+        g = np.array([-G * math.sin(a), 0.0, -G * math.cos(a)])
+        measured = MeasuredState(
+            np.array([c[0], c[1], Z_C]), np.array([v[0], v[1], 0.0]), gravity=g if measure_gravity else None
+        )
+        ref = gen.cycle(t, measured)
+        p = ref.zmp_cmd[:2]
+        zmp_off = max(zmp_off, float(np.linalg.norm(p - ref.zmp_ref[:2])))
+        v = v + (-g[2] / Z_C * (c - p) + g[:2]) * DT
+        c = c + v * DT
+        if np.linalg.norm(c - ref.zmp_ref[:2]) > 1.0:
+            break
+    return ref, gen, c, zmp_off
+
+
+@pytest.mark.parametrize("slope_deg", [10.0, -10.0])
+def test_measured_gravity_leans_the_com_by_h_tan_a_and_keeps_the_zmp_on_its_plan(slope_deg):
+    from zmp_walker.dcm import slope_shift
+
+    a = math.radians(slope_deg)
+    g = np.array([-G * math.sin(a), 0.0, -G * math.cos(a)])
+    assert slope_shift(g, Z_C) == pytest.approx([Z_C * math.tan(a), 0.0])  # uphill (a > 0): lean forward
+    assert np.all(slope_shift([0.0, 0.0, G], Z_C) == 0.0)  # gravity not into the ground: no lean
+    ref, gen, c, zmp_off = walk_on_tilting_floor(True, slope_deg)
+    assert gen.steps_completed == 6 and not gen.is_walking
+    assert c[0] - ref.zmp_ref[0] == pytest.approx(Z_C * math.tan(a), abs=3e-3)
+    assert np.linalg.norm(gen.observer.offset) < 5e-3  # the observer is left with (almost) nothing
+    # the observer alone lags the tilt: the DCM feedback pushes the ZMP much further off its plan
+    _, _, _, zmp_off_observer = walk_on_tilting_floor(False, slope_deg)
+    assert zmp_off < 0.5 * zmp_off_observer

@@ -71,6 +71,22 @@ class DcmFeedback:
         return a
 
 
+def slope_shift(gravity, com_height: float) -> np.ndarray:
+    """CoM lean (2,) [m] that balances gravity with a component along the ground.
+
+    In the ground's frame (z along its normal) a slope tilts ``gravity`` to
+    ``(g_x, g_y, g_z)``, ``g_z < 0``.  The contact force balances it when it
+    points from the ZMP through the CoM along ``-gravity``: the CoM stands
+    ``com_height * (g_x, g_y) / g_z`` [m] from the ZMP (``h tan a`` uphill on a
+    slope ``a``, the robot leans into it).  Zero when ``gravity`` is not
+    finite or does not point into the ground.
+    """
+    g = np.asarray(gravity, dtype=float).reshape(-1)
+    if g.shape != (3,) or not np.all(np.isfinite(g)) or not g[2] < 0.0:
+        return np.zeros(2)
+    return float(com_height) * g[:2] / g[2]
+
+
 class DcmDisturbanceObserver:
     """Estimate of a constant disturbance ``d`` [m/s] on the DCM dynamics.
 
@@ -113,10 +129,12 @@ class DcmDisturbanceObserver:
         """Reference shift (2,) [m], ``-d_hat / omega``."""
         return -self.d / self.w
 
-    def update(self, t: float, xi_meas, p_applied) -> np.ndarray:
+    def update(self, t: float, xi_meas, p_applied, d_known=None) -> np.ndarray:
         """Advance to time ``t`` [s] with the measured DCM and the ZMP applied since the last update (xy) [m].
 
-        Returns :attr:`offset`.  The first call (or a non-finite input, or a
+        ``d_known`` (2,) [m/s] is the part of the disturbance the caller already
+        compensates (a measured slope: ``-omega`` times :func:`slope_shift`);
+        the estimate is of the rest.  Returns :attr:`offset`.  The first call (or a non-finite input, or a
         time that does not advance) only (re)starts the estimate of ``xi``.
         """
         xi = np.asarray(xi_meas[:2], dtype=float)
@@ -130,7 +148,8 @@ class DcmDisturbanceObserver:
         h = float(t) - self._t
         self._t = float(t)
         e = xi - self._xi_hat
-        self._xi_hat += h * (self.w * (xi - p) + self.d + self.l1 * e)
+        known = np.zeros(2) if d_known is None else np.asarray(d_known, dtype=float)
+        self._xi_hat += h * (self.w * (xi - p) + known + self.d + self.l1 * e)
         self.d += h * self.l2 * e
         limit = self.max_offset * self.w
         n = float(np.linalg.norm(self.d))

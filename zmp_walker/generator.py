@@ -49,7 +49,7 @@ import numpy as np
 
 from zmp_walker.cart_table import integrate
 from zmp_walker.config import WalkerConfig
-from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega
+from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega, slope_shift
 from zmp_walker.errors import PlanningError
 from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side
 from zmp_walker.geometry import FootPose, SoleRect
@@ -92,11 +92,14 @@ class FootRef:
 
 @dataclass(frozen=True)
 class MeasuredState:
-    """Estimated CoM ``com`` (3,) [m] and ``com_vel`` (3,) [m/s]; optional measured ``zmp`` (3,) [m]."""
+    """Estimated CoM ``com`` (3,) [m] and ``com_vel`` (3,) [m/s]; optional measured ``zmp`` (3,) [m]
+    and ``gravity`` (3,) [m/s^2], the gravity vector in the walker's frame as the IMU's attitude
+    gives it (on a slope the walker's frame is the ground's: z along its normal)."""
 
     com: np.ndarray
     com_vel: np.ndarray
     zmp: np.ndarray | None = None
+    gravity: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,7 @@ class PatternGenerator:
         obs = config.disturbance_observer
         self.observer = DcmDisturbanceObserver(self.omega, obs.bandwidth, obs.max_offset) if obs.enabled else None
         self._zmp_applied: np.ndarray | None = None  # last commanded ZMP (xy), the observer's input
+        self._slope_shift = np.zeros(2)  # CoM lean against the measured gravity's ground component [m]
         if config.method == "preview":
             p = config.preview
             self.planner = PreviewPlanner(config.planner_period, z_c, config.gravity, p.qe, p.r, p.horizon)
@@ -652,11 +656,13 @@ class PatternGenerator:
         phase = sched.phases[index]
         w = self.omega
         ground, vz, az = sched.support_height(t)  # the CoM height follows the support (terrain)
+        if measured is not None and measured.gravity is not None:
+            self._slope_shift = slope_shift(measured.gravity, self.com_height)
         if measured is not None and self.observer is not None:
             c_m = np.asarray(measured.com, dtype=float)
             xi_m = c_m[:2] + np.asarray(measured.com_vel[:2], dtype=float) / w
             applied = self._zmp_applied if self._zmp_applied is not None else xi_m
-            self.observer.update(t, xi_m, applied)
+            self.observer.update(t, xi_m, applied, -w * self._slope_shift)
         off = self.disturbance_offset
         cx, cy = cx + off[0], cy + off[1]
         com_pos = np.array([cx, cy, ground + self.com_height])
@@ -725,8 +731,11 @@ class PatternGenerator:
 
     @property
     def disturbance_offset(self) -> np.ndarray:
-        """Shift (2,) [m] of the DCM and CoM references from the disturbance observer (zero without one)."""
-        return self.observer.offset if self.observer is not None else np.zeros(2)
+        """Shift (2,) [m] of the DCM and CoM references: the lean against a measured gravity
+        tilt (:func:`slope_shift`) plus the disturbance observer's estimate of the rest."""
+        if self.observer is None:
+            return self._slope_shift.copy()
+        return self.observer.offset + self._slope_shift
 
     def support_center(self) -> np.ndarray:
         """Midpoint of the current sole centres (xy) [m]."""

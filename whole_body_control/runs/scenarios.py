@@ -17,8 +17,9 @@ of its plan and never ends in damping.
 
 Slopes are simulated by tilting gravity by the slope angle about the walking
 direction's normal (the simulated floor is the slope plane, the robot walks
-along it); the controller still assumes gravity normal to the floor, i.e. it
-does not know about the slope.
+along it); the controller still assumes gravity normal to the floor.  The
+walker reads the gravity vector in the floor's frame, as an IMU's attitude
+gives it (ground truth, as the base pose), and leans the CoM by ``h tan a``.
 """
 
 from __future__ import annotations
@@ -847,7 +848,10 @@ ROS_NOTES = {
         for dv in ("0.25", "0.5")
     },
     **{
-        f"slope_{d}_{a}deg": _NEEDS_DCM_FEEDBACK.format("its DCM disturbance observer leans the robot into the slope")
+        f"slope_{d}_{a}deg": _NEEDS_DCM_FEEDBACK.format(
+            "it leans the CoM by h tan a from the measured gravity, its DCM disturbance observer takes "
+            "the rest (the walker node gets no gravity: its observer takes it all)"
+        )
         for d in ("up", "down")
         for a in (5, 10)
     },

@@ -117,6 +117,7 @@ def run_walk(
     reference_hook=None,
     save_hardest=None,
     hardest_count: int | None = None,
+    measure_gravity: bool = True,
 ) -> dict:
     """Walk ``steps`` steps at ``(speed, vy)`` [m/s] and ``yaw_rate`` [rad/s] in MuJoCo.
 
@@ -136,7 +137,9 @@ def run_walk(
     (sensor noise); ``actuate_hook(t, tau, sim) -> tau`` is the torque applied to
     the simulation (latency; external forces through ``sim.push``);
     ``reference_hook(t, reference, wref) -> reference`` edits the controller's
-    reference (terrain).
+    reference (terrain).  ``measure_gravity``: the walker reads the simulated gravity
+    vector (an IMU's attitude) and leans the CoM against its floor component; False: it
+    does not (as through the ROS graph), its disturbance observer alone leans it.
 
     Summary keys (SI units): ``duration_s`` is the time from the walk command
     until the last step has landed in the simulation (all steps counted by the
@@ -218,7 +221,10 @@ def run_walk(
             lifted_at = t
             walker.freeze()
             ctrl.hold_airborne()
-        wref = walker.cycle(t, MeasuredState(st.com.copy(), st.vcom.copy()) if com_mode == "dcm" else None)
+        # the gravity vector in the floor's frame stands for the IMU attitude (ground truth, as q and v)
+        gravity = sim.model.opt.gravity.copy() if measure_gravity else None
+        measured = MeasuredState(st.com.copy(), st.vcom.copy(), gravity=gravity)
+        wref = walker.cycle(t, measured if com_mode == "dcm" else None)
         if schedule is None:
             schedule = walker.schedule
             max_ticks = int(math.ceil((schedule.end_time + settle_time + 5.0) / dt))
