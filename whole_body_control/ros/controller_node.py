@@ -594,8 +594,14 @@ class ControllerNode(Node):
     def _tick(self) -> None:
         if self.pending is None or self.command_index is None or self.fatal:
             return
-        if self.first_command_s is None and self.lockstep_sync and self.waiting_for():
-            return  # lockstep: the robot's time stands still until every input has come once
+        if self.first_command_s is None:
+            if self.lockstep_sync and self.waiting_for():
+                return  # lockstep: the robot's time stands still until every input has come once
+            if not self.stage.worker_ready():
+                # nothing commanded yet: the first command waits for the solve process (under
+                # a second) rather than damping a robot whose clock it may start (G1 without
+                # foot sensors then fell at arming, the estimator seeded on a sagging robot)
+                return
         t0 = time.perf_counter()
         ns, data = self.pending
         now = self.get_clock().now().nanoseconds
