@@ -159,6 +159,13 @@ def sim_graph(
     if lockstep:  # no deadline to keep: the normal scheduler (a FIFO ping-pong would starve the rest)
         for params in (bridge, ctrl, wparams):
             params["realtime_priority"] = 0
+        # and the solves in the command loop, after each command: every period is a round trip
+        # with nothing beside it but the solve, and handing it to a worker costs more than it
+        # saves (Talos 20 s, 2-core machine: 602 periods per wall second, 547 with the solve
+        # thread, 500 with the process).  Not in the hardware graph: its controller takes the
+        # newest foot wrenches, and with the solve in the loop their order against the joint
+        # states varies more (Talos walked 0.14 to 0.18 m in 3 s, 0.17 with the process)
+        ctrl["solve_worker"] = "none"
     bridge.update(bridge_params or {})
     ctrl.update(controller_params or {})
     specs = [
@@ -172,15 +179,11 @@ def sim_graph(
 
 def _controller_timing(lockstep: bool) -> dict:
     """The controller's settings that depend on lockstep.  Real time: the stamp
-    differences as time steps, the newest finished solve (the parameter file's worker).
-    Lockstep: fixed time steps, and the solves in the command loop after each command:
-    every period is a round trip to the robot with nothing beside it but the solve,
-    and handing it to a worker costs more than it saves (Talos, 20 s, 2-core machine:
-    602 control periods per wall second, 547 with the solve thread, 500 with the solve
-    process).  ``solve_wait: 2`` keeps a worker set by the caller reproducible."""
+    differences as time steps, the newest finished solve.  Lockstep: fixed time steps,
+    a solve's plan taken two states later (reproducible with a worker)."""
     if not lockstep:
         return {"fixed_dt": False, "solve_wait": 0}
-    return {"fixed_dt": True, "solve_wait": 2, "solve_worker": "none"}
+    return {"fixed_dt": True, "solve_wait": 2}
 
 
 def hardware_graph(
