@@ -32,6 +32,16 @@ def test_fast_subset_passes_on_talos():
     assert qp["exception"] is None and set(qp["statuses_infeasible"]) - {"ok"}
 
 
+@pytest.mark.slow
+def test_talos_walks_10_deg_slopes_up_and_down():
+    """Issue 13's terrain acceptance for Talos (in process): the walker leans the CoM
+    against the measured gravity tilt; before, Talos fell on both 10 deg slopes."""
+    summary = scenarios.run_suite("talos", ["slope_up_10deg,slope_down_10deg"])
+    rows = {r["name"]: r for r in summary["scenarios"]}
+    assert summary["failed"] == 0, [(r["name"], r["figure"]) for r in summary["scenarios"]]
+    assert set(rows) == {"slope_up_10deg", "slope_down_10deg"}
+
+
 def test_cli_json_last_line():
     cmd = ["scenarios", "--robot", "g1", "--only", "infeasible_qp", "--json"]  # a short one
     out = subprocess.run(
