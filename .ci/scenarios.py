@@ -1,0 +1,47 @@
+"""CI: the whole scenario suite for each robot of .ci/known_failures.yaml.
+
+Fails (exit code 1) when a scenario that is not a known failure fails, so that a change
+that breaks an earlier acceptance (a walking push, a slope) fails CI; a known failure
+that passes is reported. Usage: .venv/bin/python .ci/scenarios.py
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    known = yaml.safe_load((ROOT / ".ci" / "known_failures.yaml").read_text())
+    code = 0
+    for robot, expected in known.items():
+        cmd = [sys.executable, "-m", "whole_body_control.cli", "scenarios", "--robot", robot, "--json"]
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+        try:
+            summary = json.loads(out.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            print(f"[ci] {robot}: no JSON line from the suite\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+            code = 1
+            continue
+        failed = {s["name"]: s["figure"] for s in summary["scenarios"] if not s["passed"]}
+        new = sorted(set(failed) - set(expected or []))
+        fixed = sorted(set(expected or []) - set(failed))
+        print(f"[ci] {robot}: {summary['passed']} passed, {summary['failed']} failed ({summary['wall_s']:.0f} s)")
+        for name in new:
+            print(f"[ci] {robot}: FAILED {name}: {failed[name]}")
+        for name in sorted(set(failed) & set(expected or [])):
+            print(f"[ci] {robot}: known failure {name}: {failed[name]}")
+        for name in fixed:
+            print(f"[ci] {robot}: {name} passes now: remove it from .ci/known_failures.yaml")
+        code |= bool(new)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
