@@ -333,10 +333,8 @@ class ControlStage:
         elif plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
             if worker is None:
                 return self._solve(obs, reference)
-            if not worker.ready():
-                if self.config.solve_wait == 0:  # real time: the command loop never waits
-                    return self._damping(ns, "waiting for the solve process to start")
-                worker.start()  # (lockstep: reproducible)
+            if self.config.solve_wait == 0 and not worker.ready():  # real time: the loop never waits
+                return self._damping(ns, "waiting for the solve process to start")
             worker.wait()  # the controller is not shared between two solves
             self._submitted_ns = self._solved = self._pending = None
             return worker.call((obs, reference, None))
@@ -555,7 +553,6 @@ class ControlStage:
             self.lifted,
             self.base_estimate,
             self.last_result,
-            self.last_v[:6].copy(),
         )
 
     def _absorb(self, reply: SolveReply) -> Command | None:
@@ -575,7 +572,7 @@ class ControlStage:
             return self._damping(cmd.stamp_ns, cmd.reason)
         sup.armed, sup.reason = reply.armed, reply.reason
         self.needs_reset = reply.needs_reset
-        self.last_v[:6] = reply.v_base
+        self.last_v[:6] = reply.plan.v_base
         self._plan = reply.plan
         return cmd
 
@@ -766,7 +763,6 @@ class SolveReply:
     lifted: bool
     base_estimate: tuple[np.ndarray, np.ndarray] | None
     last_result: object
-    v_base: np.ndarray
 
 
 def _tilt(quat_xyzw: np.ndarray) -> float:

@@ -18,8 +18,8 @@ so that a lockstep run is reproducible to the bit and gives what one process giv
 worker's stage must know (armed, re-seed, a time reset); the reply carries the
 command or plan and what the solve changed (events, arming, lift, estimate).
 
-Messages go through a pipe (pickled: 10 to 30 us a way).  The process is
-started with ``spawn`` (a fork of a process running DDS threads is not safe),
+Messages go through a pipe (pickled: 10 to 30 us a way; the robot model once, at
+the start).  The process is started with ``spawn`` (a fork of a process running DDS threads is not safe),
 ignores SIGINT (the caller's Ctrl-C ends the caller, whose exit closes the pipe)
 and ends when the pipe closes.  It inherits the caller's scheduling at its start.
 """
@@ -27,7 +27,6 @@ and ends when the pipe closes.  It inherits the caller's scheduling at its start
 from __future__ import annotations
 
 import multiprocessing
-import pickle
 
 from whole_body_control.errors import WbcError
 
@@ -38,8 +37,8 @@ class SolveProcess:
     ``close`` and ``error``.
 
     Args:
-        robot, wbc_config, config: what the worker builds its stage from (the same as
-            the caller's; the worker solves in its own thread).
+        robot, wbc_config, config: what the worker builds its stage from (the caller's;
+            the worker's stage solves in its own loop, it has no worker of its own).
         sync: ``() -> tuple`` what the worker's stage must know before a solve.
         absorb: ``(reply) -> Command | None`` applies a reply to the caller's stage.
     """
@@ -56,7 +55,7 @@ class SolveProcess:
         self.error: BaseException | None = None
         inner = replace(config, solve_worker="none")
         self._process = ctx.Process(
-            target=_serve, args=(child, pickle.dumps(robot), wbc_config, inner), name="wbc-solve", daemon=True
+            target=_serve, args=(child, robot, wbc_config, inner), name="wbc-solve", daemon=True
         )
         self._process.start()
         child.close()
@@ -83,12 +82,15 @@ class SolveProcess:
             self.start()
         return self._ready
 
+    def _send_solve(self, job: tuple) -> None:
+        self.start()
+        self._conn.send(("solve", *job, self._sync()))
+
     def submit(self, job: tuple) -> bool:
         """Start a background solve ``(obs, reference, generation)`` unless one runs."""
         if self._busy:
             return False
-        self.start()
-        self._conn.send(("solve", *job, self._sync()))
+        self._send_solve(job)
         self._busy = True
         return True
 
@@ -114,8 +116,7 @@ class SolveProcess:
 
     def call(self, job: tuple):
         """A foreground solve (the worker is idle): its command, as the stage's would be."""
-        self.start()
-        self._conn.send(("solve", *job, self._sync()))
+        self._send_solve(job)
         return self._absorb(self._receive())
 
     def apply(self, changes: list[tuple]) -> None:
@@ -134,7 +135,7 @@ class SolveProcess:
         self._conn.close()
 
 
-def _serve(conn, robot_bytes: bytes, wbc_config, config) -> None:
+def _serve(conn, robot, wbc_config, config) -> None:
     """The worker process: build the stage, then answer solves until the pipe closes."""
     import signal
 
@@ -142,7 +143,7 @@ def _serve(conn, robot_bytes: bytes, wbc_config, config) -> None:
     from whole_body_control.control_stage import ControlStage
 
     try:
-        stage = ControlStage(pickle.loads(robot_bytes), wbc_config, config)
+        stage = ControlStage(robot, wbc_config, config)
     except Exception as exc:  # noqa: BLE001 - the caller raises it
         conn.send(("error", exc))
         return
@@ -158,7 +159,7 @@ def _serve(conn, robot_bytes: bytes, wbc_config, config) -> None:
         if kind == "apply":
             try:
                 stage.apply(message[1])
-            except Exception:  # noqa: BLE001, S112 - the caller applied the same first and raised it
+            except Exception:  # noqa: BLE001, S112 - the caller applies the same changes and raises it
                 pass
             continue
         try:
