@@ -134,17 +134,18 @@ def sim_graph(
         "start_paused": bool(start_paused),
     }
     ref_sync = "exact" if (walker and lockstep) else ("latest" if walker else "none")
+    ctrl_timing, walker_timing = _timing(lockstep)
     ctrl = {
         **common,
         "reference_sync": ref_sync,
         "base_sync": "exact" if lockstep else "latest",
-        **_controller_timing(lockstep),
+        **ctrl_timing,
         "imu_topic": SIM_IMU,
         "read_joint_order": False,  # the bridge's `joints` come from the same parameter file
     }
     # the walker runs on the state stamps and never reads its node clock: without use_sim_time
     # it does not subscribe to /clock (one reader less for the bridge's every period)
-    wparams = {"robot": robot, "state_history": 64 if lockstep else 1}
+    wparams = {"robot": robot, **walker_timing}
     if estimator:
         ctrl.update(
             estimator="internal", left_wrench_topic=SIM_WRENCHES["left"], right_wrench_topic=SIM_WRENCHES["right"]
@@ -156,10 +157,9 @@ def sim_graph(
     else:
         ctrl["estimator"] = "external"
         walker_remap = (("base_state", GROUND_TRUTH),)
-    if lockstep:  # no deadline to keep: the normal scheduler (a FIFO ping-pong would starve the rest)
-        for params in (bridge, ctrl, wparams):
-            params["realtime_priority"] = 0
-        # and the solves in the command loop, after each command: every period is a round trip
+    if lockstep:
+        bridge["realtime_priority"] = 0  # (see _timing)
+        # the solves in the command loop, after each command: every period is a round trip
         # with nothing beside it but the solve, and handing it to a worker costs more than it
         # saves (Talos 20 s, 2-core machine: 602 periods per wall second, 547 with the solve
         # thread, 500 with the process).  Not in the hardware graph: its controller takes the
@@ -177,13 +177,15 @@ def sim_graph(
     return specs
 
 
-def _controller_timing(lockstep: bool) -> dict:
-    """The controller's settings that depend on lockstep.  Real time: the stamp
-    differences as time steps, the newest finished solve.  Lockstep: fixed time steps,
-    a solve's plan taken two states later (reproducible with a worker)."""
+def _timing(lockstep: bool) -> tuple[dict, dict]:
+    """The controller's and the walker's settings that depend on lockstep.  Real time: the
+    stamp differences as time steps, the newest finished solve, the walker on the newest
+    state.  Lockstep: fixed time steps, a solve's plan taken two states later
+    (reproducible with a worker), the walker on every state in order (its DCM feedback),
+    and no deadline to keep: the normal scheduler (a FIFO ping-pong would starve the rest)."""
     if not lockstep:
-        return {"fixed_dt": False, "solve_wait": 0}
-    return {"fixed_dt": True, "solve_wait": 2}
+        return {"fixed_dt": False, "solve_wait": 0}, {"state_history": 1}
+    return {"fixed_dt": True, "solve_wait": 2, "realtime_priority": 0}, {"state_history": 64, "realtime_priority": 0}
 
 
 def hardware_graph(
@@ -212,29 +214,25 @@ def hardware_graph(
     each state waits for the walking reference of its stamp, and the time step is nominal."""
     files = (str(params_file or params_path("hardware")),)
     common = {"robot": robot, "use_sim_time": bool(use_sim_time)}
+    ctrl_timing, walker_timing = _timing(lockstep)
     ctrl = {
         **common,
         "controller_name": controller_name,
         "reference_sync": ("exact" if lockstep else "latest") if walker else "none",
         "base_sync": "exact" if lockstep else "latest",  # estimator node: its odometry of the same stamp
-        **_controller_timing(lockstep),
+        **ctrl_timing,
         "joint_states_topic": joint_states_topic,
         "imu_topic": imu_topic,
         "left_wrench_topic": left_wrench_topic,
         "right_wrench_topic": right_wrench_topic,
         "estimator": "external" if estimator_node else "internal",
     }
-    if lockstep:
-        ctrl["realtime_priority"] = 0  # no deadline to keep (see sim_graph)
     remap = (("base_state", ESTIMATE),) if estimator_node else ()
     specs = [NodeSpec(*CONTROLLER, files, ctrl, remap)]
     state_remaps = (("/joint_states", joint_states_topic),) if joint_states_topic != "/joint_states" else ()
     if walker:
         # no use_sim_time: the walker runs on the state stamps, it reads no clock (see sim_graph)
-        wparams = {"robot": robot, "base_source": "topic" if estimator_node else "seed"}
-        wparams["state_history"] = 64 if lockstep else 1
-        if lockstep:
-            wparams["realtime_priority"] = 0
+        wparams = {"robot": robot, "base_source": "topic" if estimator_node else "seed", **walker_timing}
         wparams["imu_topic"] = imu_topic
         specs.insert(0, NodeSpec(*WALKER, files, wparams, remap + state_remaps))
     if estimator_node:

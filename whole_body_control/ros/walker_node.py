@@ -170,9 +170,8 @@ class WalkerNode(Node):
         self.status_pub = self.create_publisher(String, "/walker/status", 10)
         self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
         self.create_subscription(PoseStamped, "/goal_pose", self.on_goal, 10)
-        self.create_subscription(
-            JointState, "/joint_states", self.on_joint_states, state_qos(p["state_history"]), raw=True
-        )
+        qos = state_qos(p["state_history"])
+        self.create_subscription(JointState, "/joint_states", self.on_joint_states, qos, raw=True)
         if p["base_source"] not in ("topic", "seed"):
             raise WbcError(f"parameter 'base_source' must be 'topic' or 'seed', got '{p['base_source']}'")
         self.seed_only = p["base_source"] == "seed"
@@ -180,9 +179,9 @@ class WalkerNode(Node):
             raise WbcError("parameter 'base_source' seed needs com_mode 'reference' (dcm feeds back the base state)")
         self.imu = None
         if self.seed_only:
-            self.create_subscription(Imu, p["imu_topic"], self.on_imu, state_qos(p["state_history"]), raw=True)
+            self.create_subscription(Imu, p["imu_topic"], self.on_imu, qos, raw=True)
         else:
-            self.create_subscription(Odometry, "base_state", self.on_base, state_qos(p["state_history"]), raw=True)
+            self.create_subscription(Odometry, "base_state", self.on_base, qos, raw=True)
 
     # -- commands ----------------------------------------------------------------------------
 
