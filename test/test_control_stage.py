@@ -266,6 +266,35 @@ def test_multi_rate_in_a_worker_stands_and_drops_a_plan_overtaken_by_damping(tal
         StageConfig(solve_worker="gpu")
 
 
+def test_real_time_holds_a_plan_that_came_back_expired_instead_of_solving_in_the_loop(talos):
+    """Real time (solve_wait 0): a solve that finishes only after its plan expired (the
+    worker preempted for 10 periods, the robot holding the last command meanwhile) is
+    held while the next solve runs; the command loop solves only to arm."""
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_worker="thread"))
+    in_loop = []
+    call = stage._worker.call
+    stage._worker.call = lambda job: in_loop.append(job[0].stamp_ns) or call(job)
+    ns, jumps = 0, 0
+    for _ in range(80):
+        cmd = stage.cycle(observe(sim, ns))
+        stage.finish()
+        assert not cmd.damping, cmd.reason
+        assert np.isfinite(cmd.tau).all()
+        gap = 1
+        if stage._submitted_ns == ns:  # a solve went to the worker: it ends 10 periods later
+            stage._worker.wait()
+            gap, jumps = 10, jumps + 1
+        for _ in range(gap):
+            sim.step(cmd.tau)
+        ns += gap * PERIOD_NS
+    stage.close()
+    assert jumps > 5 and stage.late_plans >= jumps - 1
+    assert in_loop == [0], f"solved in the command loop at {in_loop} (ns)"
+    assert sim.base_height() > 0.95 * talos.q_ref[2]
+
+
 def _waiting_worker_run(talos, worker: str) -> tuple[np.ndarray, list[str]]:
     """300 states with solve_wait = 2; at state 150 a runtime change of a task's weight,
     at 200 a damping (the next state re-arms): torques and the supervisor's events."""

@@ -262,8 +262,9 @@ class ControlStage:
         # a plan solved on state k is renewed at state k + solve_every (half a period of slack)
         self._solve_after_ns = (self.config.solve_every - 0.5) * self.period_ns
         self._plan_expires_ns = (2 * self.config.solve_every + 0.5) * self.period_ns  # then solved at once
-        # ... unless (real time: solve_wait 0) a solve is on its way: the command loop never
-        # waits for it (the robot would hold the last command meanwhile), up to this age
+        # ... unless (real time: solve_wait 0, a worker) it is held while the next solve runs:
+        # the command loop never waits for one (the robot would hold the last command
+        # meanwhile), up to this age
         self._plan_limit_ns = 4 * self._plan_expires_ns
         self.late_plans = 0  # states answered from a plan past _plan_expires_ns (real time)
         self._generation = 0  # a damping or reset makes a plan in flight obsolete
@@ -347,10 +348,13 @@ class ControlStage:
         return cmd
 
     def _late(self, age_ns: int) -> bool:
-        """Whether a plan past its expiry is held (real time, a solve on its way, not too old)."""
+        """Whether a plan past its expiry is held (real time with a worker, not too old): a
+        solve is on its way, or this state's goes to the worker after the command.  A plan
+        that came in already expired (a solve preempted for a few periods) is held too:
+        solving at once blocked the loop 4 to 6 ms (Talos, 500 Hz: 54 times in 10 s)."""
         return (
             self.config.solve_wait == 0
-            and self._submitted_ns is not None
+            and self._worker is not None
             and age_ns <= self._plan_limit_ns
             and self.supervisor.armed
         )
