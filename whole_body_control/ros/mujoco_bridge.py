@@ -480,7 +480,14 @@ class MujocoBridge(Node):
         ns = self.now_ns()
         q, v = self._noised(ns, sim.q, sim.v)
         # CDR bytes: rclpy's message objects cost 4 to 13 times more per message
-        self.clock_pub.publish(cv.clock_cdr(ns))
+        js = cv.joint_state_cdr(ns, robot.joint_names, q[7:], v[6:], self.applied)
+        self.clock_pub.publish(cv.clock_cdr(ns))  # first: a node's clock reads ns when the state comes
+        if not self.lockstep:
+            # real time: the joint states next, the command's clock starts with them (the IMU and
+            # base state took 0.1 ms before them); a subscriber ticks on them with the others of
+            # the period before, as ros2_control's broadcasters publish in no set order
+            self.js_pub.publish(js)
+            js_wall = time.perf_counter()
         imu = sim.imu()
         self.imu_pub.publish(cv.imu_cdr(ns, self.p["base_frame"], imu.orientation, imu.gyro, imu.linear_acceleration))
         self.odom_pub.publish(cv.odometry_cdr(ns, q[:7], v[:6], self.p["base_frame"]))
@@ -491,12 +498,13 @@ class MujocoBridge(Node):
         if status_due:
             self._next_status_ns = ns + cv.seconds_to_ns(self.p["status_period"])
             self.publish_status()
-        # joint states last: a subscriber that has them has the rest of this instant (same stamp)
-        self.js_pub.publish(cv.joint_state_cdr(ns, robot.joint_names, q[7:], v[6:], self.applied))
+        if self.lockstep:
+            # joint states last: a subscriber that has them has the rest of this instant (same stamp)
+            self.js_pub.publish(js)
         self.pending_ns = None if self.finished else ns
         self.last_publish_wall = time.perf_counter()
         if not self.lockstep:
-            self.published_wall[ns] = self.last_publish_wall
+            self.published_wall[ns] = js_wall  # the command latency counts from the joint states
             while len(self.published_wall) > 64:
                 del self.published_wall[next(iter(self.published_wall))]
 
