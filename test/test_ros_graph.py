@@ -352,6 +352,41 @@ def test_log_throttle_lets_one_message_per_key_and_period_through():
 
 
 @pytest.mark.ros
+def test_per_period_timer_runs_without_rclpy_inspecting_it_and_spin_stops_on_shutdown():
+    """The 1 kHz timers (the bridge's real-time tick, the controller's watchdog) are wrapped
+    by ``per_period``: rclpy finds no parameter to inspect; the callback still runs every
+    period, and ``spin_executor`` returns when the context shuts down."""
+    import inspect
+    import threading
+
+    from whole_body_control.ros.params import make_executor, per_period, spin_executor
+
+    class Counter:
+        n = 0
+
+        def tick(self) -> None:
+            self.n += 1
+
+    counter = Counter()
+    wrapped = per_period(counter.tick)
+    assert inspect.signature(wrapped).parameters == {}
+    with domain_id() as did:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        node = Node("per_period", context=context)
+        node.create_timer(0.001, wrapped)
+        executor = make_executor(context=context)
+        executor.add_node(node)
+        threading.Timer(0.5, lambda: rclpy.try_shutdown(context=context)).start()
+        t0 = time.monotonic()
+        with pytest.raises(rclpy.executors.ExternalShutdownException):
+            spin_executor(executor, context)
+        assert time.monotonic() - t0 < 5.0
+        assert counter.n > 50, counter.n
+        node.destroy_node()
+
+
+@pytest.mark.ros
 def test_command_line_parameters_win_over_the_parameter_file():
     """``ros2 launch``/``ros2 run`` users pass ``-p name:=value``; rcl ranks a node's own
     section of a parameter file above it, the nodes do not (hardware.yaml sets both)."""

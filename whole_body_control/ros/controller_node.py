@@ -59,7 +59,7 @@ from whole_body_control.control_stage import ControlStage, Observation, StageCon
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, result, spin
+from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, per_period, result, spin
 from whole_body_control.ros.qos import COMMAND_QOS, REFERENCE_QOS, STATE_QOS
 
 PARAMS = [
@@ -266,7 +266,8 @@ class ControllerNode(Node):
             )
         self.create_subscription(Bool, "/e_stop", self.on_estop, 10)
         self.create_subscription(Empty, "~/rearm", self.on_rearm, 10)
-        self.create_timer(p["watchdog_period"] or self.period, self.watchdog)  # node clock (sim time in lockstep)
+        # node clock (sim time in lockstep)
+        self.create_timer(p["watchdog_period"] or self.period, per_period(self.watchdog))
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(p["diagnostics_period"], self.publish_diagnostics, clock=steady)
         self.create_timer(1.0, self.report_waiting, clock=steady)

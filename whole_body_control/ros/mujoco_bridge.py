@@ -69,7 +69,7 @@ from std_srvs.srv import SetBool, Trigger
 from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, result, spin
+from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, per_period, result, spin
 from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
 from whole_body_control.sim import SimConfig, Simulation
 from whole_body_control.sim.fall import FallDetector
@@ -268,7 +268,7 @@ class MujocoBridge(Node):
         if self.lockstep:
             self.create_timer(0.01, self.lockstep_watch)
         else:
-            self.timer = self.create_timer(p["control_period"] / p["real_time_factor"], self.realtime_tick)
+            self.timer = self.create_timer(p["control_period"] / p["real_time_factor"], per_period(self.realtime_tick))
         self.get_logger().info(
             f"{self.robot.name}: {p['mode']} at {1.0 / p['control_period']:.0f} Hz "
             f"({self.substeps} x {p['timestep']} s), commands on {topic}"
@@ -329,7 +329,7 @@ class MujocoBridge(Node):
         for prm in params:
             if prm.name == "real_time_factor" and not self.lockstep:
                 self.destroy_timer(self.timer)
-                self.timer = self.create_timer(self.p["control_period"] / prm.value, self.realtime_tick)
+                self.timer = self.create_timer(self.p["control_period"] / prm.value, per_period(self.realtime_tick))
             if prm.name == "command_timeout_periods" and not self.lockstep:
                 self.timeout.limit = prm.value
             self.p[prm.name] = prm.value

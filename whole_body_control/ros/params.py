@@ -186,11 +186,27 @@ def set_realtime_priority(node: Node, priority: int) -> bool:
 def spin_executor(executor, context=None) -> None:
     """Spin until the context shuts down.  ``spin_once`` in a loop: the Kilted
     wheels' ``EventsExecutor.spin()`` runs no timer and ignores a shutdown, while
-    its ``spin_once`` does both (checked here with a 10 Hz timer)."""
+    its ``spin_once`` does both (checked here with a 10 Hz timer) and raises
+    ``ExternalShutdownException`` once the context is shut down.  ``rclpy.ok`` is
+    asked every 100 events, not every event (3 to 4 % of a 1 kHz controller's time)."""
     import rclpy
 
     while rclpy.ok(context=context):
-        executor.spin_once(timeout_sec=0.1)
+        for _ in range(100):
+            executor.spin_once(timeout_sec=0.1)
+
+
+def per_period(callback):
+    """``callback`` for a timer that fires every control period.  rclpy inspects a timer
+    callback's signature at every call (looking for a ``TimerInfo`` parameter): 9 to 35 us
+    for a bound method, about 1 us for this wrapper, whose signature is preset."""
+    import inspect
+
+    def call() -> None:
+        callback()
+
+    call.__signature__ = inspect.Signature()
+    return call
 
 
 def spin(node_class, args=None) -> None:
