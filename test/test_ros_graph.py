@@ -284,6 +284,72 @@ def test_hardware_interface_stands_5s_with_the_state_estimator():
     assert max(vel_err) < 0.05
 
 
+class ImuLateStandIn(Ros2ControlStandIn):
+    """Publishes the IMU after the joint states when ``imu_late`` (broadcasters in no set
+    order), with ``tilt`` [rad] about x added to its orientation."""
+
+    imu_late = False
+    tilt = 0.0
+
+    def publish(self):
+        if not self.imu_late:
+            return super().publish()
+        ns = cv.seconds_to_ns(self.k * self.period)
+        stamp = cv.ns_to_stamp(ns)
+        self.clock_pub.publish(Clock(clock=stamp))
+        for side, w in self.sim.foot_wrenches().items():
+            self.wrench_pubs[side].publish(cv.wrench_msg(stamp, side, w))
+        q, v = self.sim.q, self.sim.v
+        self.js_pub.publish(cv.joint_state_msg(stamp, self.robot.joint_names, q[7:], v[6:]))
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:  # the controller must not answer without the IMU
+            self.executor.spin_once(timeout_sec=0.02)
+            assert self.cmd is None or command_stamp(self.cmd) != ns, "answered before its IMU came"
+        imu = self.sim.imu()
+        tilted = pin.Quaternion(*imu.orientation[[3, 0, 1, 2]]) * pin.Quaternion(
+            pin.AngleAxis(self.tilt, np.array([1.0, 0.0, 0.0]))
+        )
+        xyzw = np.array([tilted.x, tilted.y, tilted.z, tilted.w])
+        self.imu_pub.publish(cv.imu_msg(stamp, "base_link", xyzw, imu.gyro, imu.linear_acceleration))
+        return ns
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_lockstep_controller_answers_a_state_with_the_imu_of_its_instant():
+    """Lockstep on the hardware graph: a state whose IMU comes after the joint states waits
+    for it and is answered with it (a tilted IMU at that instant: a fall, damping), not with
+    the IMU of the instant before."""
+    robot = load_robot("talos")
+    period = 0.002
+    wrenches = {"left_wrench_topic": "/left_foot/wrench", "right_wrench_topic": "/right_foot/wrench"}
+    specs = _with(
+        hardware_graph("talos", use_sim_time=True, lockstep=True, imu_topic="/imu", **wrenches),
+        control_period=period,
+        read_joint_order=False,
+    )
+    with domain_id() as did:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        procs = Processes(specs, graph_env(did), Path(tempfile.mkdtemp(prefix="wbc_test_imu_late_")))
+        try:
+            hw = ImuLateStandIn(context, robot, period)
+            for _ in range(100):
+                hw.step_when_commanded()
+            upright = np.abs(np.array(hw.cmd.data)).max()
+            hw.imu_late = True  # upright: the command is not damping
+            hw.step_when_commanded()
+            assert np.abs(np.array(hw.cmd.data)).max() > 0.5 * upright
+            hw.tilt = 1.0  # beyond max_tilt (0.8 rad), at this instant only
+            hw.step_when_commanded()
+            damping = np.abs(np.array(hw.cmd.data)).max()
+        finally:
+            rclpy.shutdown(context=context)
+            procs.stop()
+    assert upright > 20.0, upright  # standing: gravity torques
+    assert damping < 0.2 * upright, (damping, upright)
+
+
 # -- with DDS: the simulation graph ----------------------------------------------------------------
 
 

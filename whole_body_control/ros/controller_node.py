@@ -225,6 +225,11 @@ class ControllerNode(Node):
         self.imu: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.wrench_topics = {s: p[f"{s}_wrench_topic"] for s in ("left", "right") if p[f"{s}_wrench_topic"]}
         self.wrenches: dict[str, tuple[int, np.ndarray]] = {}
+        # lockstep: the IMU and foot wrenches by stamp, so that a state is answered with the ones
+        # of its instant whatever order they came in (the robot's broadcasters set none); an
+        # input that did not come with a state's stamp when it was re-sent is taken as slower
+        # than the joint states and from then on its newest sample is used
+        self.by_stamp: dict[str, dict[int, object]] = {"imu": {}, **{f"{s}_wrench": {} for s in self.wrench_topics}}
         self.seen: dict[str, int] = {}  # topic -> messages received
         self.last_answered: int | None = None
         self.last_command: bytes | None = None  # serialized, re-sent as it is
@@ -481,11 +486,26 @@ class ControllerNode(Node):
 
     def on_imu(self, data: bytes) -> None:
         self._count("imu")
-        self.imu = cv.imu_from_cdr(data)[1:]
+        ns, *imu = cv.imu_from_cdr(data)
+        self.imu = tuple(imu)
+        self._stamped("imu", ns, self.imu)
 
     def on_wrench(self, side: str, data: bytes) -> None:
         self._count(f"{side}_wrench")
-        self.wrenches[side] = (self.get_clock().now().nanoseconds, cv.wrench_from_cdr(data)[1])
+        ns, wrench = cv.wrench_from_cdr(data)
+        self.wrenches[side] = (self.get_clock().now().nanoseconds, wrench)
+        self._stamped(f"{side}_wrench", ns, wrench)
+
+    def _stamped(self, key: str, ns: int, value) -> None:
+        """Lockstep: keep ``value`` by stamp; a state waiting for it is answered now."""
+        kept = self.by_stamp.get(key) if self.lockstep_sync else None
+        if kept is None:
+            return
+        kept[ns] = value
+        while len(kept) > 32:
+            del kept[next(iter(kept))]
+        if self.pending is not None and self.pending[0] == ns:
+            self.try_tick()
 
     def on_base(self, data: bytes) -> None:
         self._count("base_state")
@@ -619,9 +639,21 @@ class ControllerNode(Node):
             ref, missing, wait = self._reference_for(ns)
             if wait:
                 return
+        imu, wrenches = self.imu, self._wrenches(now)
+        if self.lockstep_sync:
+            late = [k for k, kept in self.by_stamp.items() if ns not in kept]
+            if late and not self.resent:
+                return  # the IMU or a wrench of this instant is on its way
+            for key in late:  # re-sent without them: slower inputs, the newest sample from now on
+                del self.by_stamp[key]
+                self.get_logger().warning(f"lockstep: no {key} with the joint states' stamp; the newest is used")
+            if "imu" in self.by_stamp:
+                imu = self.by_stamp["imu"][ns]
+            if wrenches is not None:
+                wrenches = {s: self.by_stamp.get(f"{s}_wrench", {}).get(ns, w) for s, w in wrenches.items()}
         self.pending = None
         _, q, v, missing_joints = self.reader.read_cdr(data)
-        obs = Observation(ns, q, v, missing_joints, self.imu, base, self._wrenches(now))
+        obs = Observation(ns, q, v, missing_joints, imu, base, wrenches)
         offset = self.p["max_clock_offset"]
         if offset > 0 and abs(now - ns) > offset * 1e9:
             self._clock_error = (
