@@ -129,6 +129,8 @@ class WalkerConfig:
     planner_period: float = field(default=0.01, metadata={"gt": 0.0})  # CoM planner period [s]
     gravity: float = field(default=9.81, metadata={"gt": 0.0})  # [m/s^2]
     com_height: float | None = field(default=None, metadata={"gt": 0.0})  # [m], None: initial CoM
+    # half step [m] a slope's lean keeps within reach: CoM lowered (dcm.slope_height); None: height kept
+    slope_reach: float | None = field(default=None, metadata={"ge": 0.0})
     step_duration: float = field(default=0.8, metadata={"gt": 0.0})  # [s]
     double_support_ratio: float = field(default=0.2, metadata={"gt": 0.0, "lt": 1.0})  # [-]
     start_duration: float = field(default=1.5, metadata={"gt": 0.0})  # initial double support [s]

@@ -49,7 +49,7 @@ import numpy as np
 
 from zmp_walker.cart_table import integrate
 from zmp_walker.config import WalkerConfig
-from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega, slope_shift
+from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega, slope_height, slope_shift
 from zmp_walker.errors import PlanningError
 from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side
 from zmp_walker.geometry import FootPose, SoleRect
@@ -180,6 +180,7 @@ class PatternGenerator:
         self.observer = DcmDisturbanceObserver(self.omega, obs.bandwidth, obs.max_offset) if obs.enabled else None
         self._zmp_applied: np.ndarray | None = None  # last commanded ZMP (xy), the observer's input
         self._slope_shift = np.zeros(2)  # CoM lean against the measured gravity's ground component [m]
+        self._normal_height = self.com_height  # CoM height along the ground's normal (config.slope_reach) [m]
         if config.method == "preview":
             p = config.preview
             self.planner = PreviewPlanner(config.planner_period, z_c, config.gravity, p.qe, p.r, p.horizon)
@@ -657,7 +658,9 @@ class PatternGenerator:
         w = self.omega
         ground, vz, az = sched.support_height(t)  # the CoM height follows the support (terrain)
         if measured is not None and measured.gravity is not None:
-            self._slope_shift = slope_shift(measured.gravity, self.com_height)
+            if self.config.slope_reach is not None:
+                self._normal_height = slope_height(measured.gravity, self.com_height, self.config.slope_reach)
+            self._slope_shift = slope_shift(measured.gravity, self._normal_height)
         if measured is not None and self.observer is not None:
             c_m = np.asarray(measured.com, dtype=float)
             xi_m = c_m[:2] + np.asarray(measured.com_vel[:2], dtype=float) / w
@@ -665,12 +668,12 @@ class PatternGenerator:
             self.observer.update(t, xi_m, applied, -w * self._slope_shift)
         off = self.disturbance_offset
         cx, cy = cx + off[0], cy + off[1]
-        com_pos = np.array([cx, cy, ground + self.com_height])
+        com_pos = np.array([cx, cy, ground + self._normal_height])
         com_vel = np.array([vx, vy, vz])
         com_acc = np.array([ax, ay, az])
         px, py = self._reference.at(t)
         zmp_ref = np.array([px, py, ground])
-        dcm_ref = np.array([cx + vx / w, cy + vy / w, ground + self.com_height + vz / w])
+        dcm_ref = np.array([cx + vx / w, cy + vy / w, ground + self._normal_height + vz / w])
         if measured is not None:
             c_m = np.asarray(measured.com, dtype=float)
             xi_m = c_m + np.asarray(measured.com_vel, dtype=float) / w
