@@ -94,12 +94,15 @@ class FootRef:
 class MeasuredState:
     """Estimated CoM ``com`` (3,) [m] and ``com_vel`` (3,) [m/s]; optional measured ``zmp`` (3,) [m]
     and ``gravity`` (3,) [m/s^2], the gravity vector in the walker's frame as the IMU's attitude
-    gives it (on a slope the walker's frame is the ground's: z along its normal)."""
+    gives it (on a slope the walker's frame is the ground's: z along its normal); optional
+    ``feet``, ``{"left": (3,), "right": (3,)}``, the sole frames' measured positions [m]
+    (kinematics), for the touchdown anchoring (``step_adjustment.anchor_tolerance``)."""
 
     com: np.ndarray
     com_vel: np.ndarray
     zmp: np.ndarray | None = None
     gravity: np.ndarray | None = None
+    feet: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,9 @@ class PatternGenerator:
         self._upcoming_cache: tuple = (-1, ())
         self._measured: MeasuredState | None = None
         self._planned_landing: dict[int, FootPose] = {}  # step index -> landing before adjustment
+        self._aimed: dict[
+            int, np.ndarray
+        ] = {}  # step index -> its footstep (xy) when the plan was anchored on its landing
         self._last: WalkerReference | None = None  # the last reference returned by cycle
         self._frozen: WalkerReference | None = None  # set by freeze(): returned from then on
         self._frozen_steps = 0
@@ -443,6 +449,7 @@ class PatternGenerator:
             return
         self._extend(self._t_plan)
         if self._measured is not None and self.config.step_adjustment.enabled:
+            self._anchor_touchdown(self._t_plan, self._measured)
             self._adjust_step(self._t_plan, self._measured)
         if hasattr(self.planner, "velocity_ref"):
             self.planner.velocity_ref = self._world_velocity()
@@ -554,6 +561,64 @@ class PatternGenerator:
         self._swing = {k: replanned}
         self._planned_landing = {k: planned}
         self._x[1] += w * math.exp(-w * T) * shift
+
+    @property
+    def landing_targets(self) -> dict[int, np.ndarray]:
+        """Footsteps (xy) [m] of the steps whose landing re-anchored the plan, by step index:
+        where they were aimed (the schedule now has where they landed)."""
+        return dict(self._aimed)
+
+    def _anchor_touchdown(self, t: float, measured: MeasuredState) -> None:
+        """Re-anchor the plan on a measured foothold, at the planner grid time ``t`` [s].
+
+        ``anchor_delay`` after a touchdown, in the double support that follows it:
+        when the landed sole (``measured.feet``) is more than ``anchor_tolerance``
+        from its footstep, that footstep and every later one move by the
+        difference (xy), so that the ZMP reference and the support polygon the DCM
+        feedback clamps to are those of the sole on the ground.  A swing foot
+        that lands off its footstep (a swing the whole-body controller could not
+        track after a push) otherwise leaves the walker commanding a ZMP at the
+        planned sole's edge that the real sole cannot make: the DCM drifts by
+        the difference.  Once per step; the footstep it was aimed at stays in
+        :attr:`landing_targets`.
+        """
+        cfg = self.config.step_adjustment
+        if cfg.anchor_tolerance is None or measured.feet is None:
+            return
+        sched = self._schedule
+        phase = sched.phases[sched.phase_index(t)]
+        if phase.is_single_support or phase.step is None:
+            return
+        k = phase.step
+        if k in self._aimed or not 0 <= k < len(sched.steps):
+            return
+        step = sched.steps[k]
+        if not step.t_end + cfg.anchor_delay <= t:
+            return
+        foot = measured.feet.get(step.side) if hasattr(measured.feet, "get") else None
+        if foot is None or not np.all(np.isfinite(np.asarray(foot, dtype=float)[:2])):
+            return
+        delta = np.asarray(foot, dtype=float)[:2] - step.position[:2]
+        if float(np.linalg.norm(delta)) <= cfg.anchor_tolerance:
+            return
+        self._aimed[k] = step.position[:2].copy()
+        steps = list(sched.steps)
+        for j in range(k, len(steps)):
+            p = steps[j].pose
+            steps[j] = steps[j].moved(FootPose(np.array([*(p.position[:2] + delta), p.position[2]]), p.yaw))
+        nominal = [n + delta if j >= k else n for j, n in enumerate(self._nominal)]
+        self._set_schedule(
+            Schedule(
+                self.config,
+                sched.t0,
+                sched.feet_before[0],
+                steps,
+                sched.final,
+                sched.swing_durations,
+                sched.lift_off_delays,
+            ),
+            nominal,
+        )
 
     def _delay_lift_off(self, t: float, index: int, phase, measured: MeasuredState) -> None:
         """Lengthen the double support ``phase`` (index ``index``) while the next step,
