@@ -215,9 +215,8 @@ class PatternGenerator:
         self._upcoming_cache: tuple = (-1, ())
         self._measured: MeasuredState | None = None
         self._planned_landing: dict[int, FootPose] = {}  # step index -> landing before adjustment
-        self._aimed: dict[
-            int, np.ndarray
-        ] = {}  # step index -> its footstep (xy) when the plan was anchored on its landing
+        # step index -> its footstep (xy) [m] when the plan was anchored on its landing
+        self._aimed: dict[int, np.ndarray] = {}
         self._last: WalkerReference | None = None  # the last reference returned by cycle
         self._frozen: WalkerReference | None = None  # set by freeze(): returned from then on
         self._frozen_steps = 0
@@ -355,6 +354,7 @@ class PatternGenerator:
             kept, t0 = [], t
         feet = dict(old.feet_before[len(kept)] if walking else old.final_feet)
         next_side = other_side(kept[-1].side) if kept else None
+        self._aimed = {k: p for k, p in self._aimed.items() if k < len(kept)}  # a new walk numbers from 0
         self._velocity = None
         if kind == "stop":
             if not walking:
