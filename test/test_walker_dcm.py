@@ -181,3 +181,26 @@ def test_measured_gravity_leans_the_com_by_h_tan_a_and_keeps_the_zmp_on_its_plan
     # the observer alone lags the tilt: the DCM feedback pushes the ZMP much further off its plan
     _, _, _, zmp_off_observer = walk_on_tilting_floor(False, slope_deg)
     assert zmp_off < 0.5 * zmp_off_observer
+
+
+@pytest.mark.parametrize("slope_deg", [10.0, -10.0])
+def test_slope_reach_lowers_the_com_so_that_the_lean_keeps_the_legs_flat_ground_reach(slope_deg):
+    from zmp_walker.dcm import slope_height, slope_shift
+
+    a = math.radians(slope_deg)
+    g = np.array([-G * math.sin(a), 0.0, -G * math.cos(a)])
+    reach = 0.075
+    hn = slope_height(g, Z_C, reach)
+    s = abs(float(slope_shift(g, hn)[0]))  # the lean of the lowered CoM
+    # a foot `reach` from the ZMP on the far side of the lean is as far from the CoM as on flat ground
+    assert hn**2 + (reach + s) ** 2 == pytest.approx(Z_C**2 + reach**2)
+    assert slope_height(g, Z_C, 0.0) == pytest.approx(Z_C * math.cos(a))  # no reach: h along gravity
+    assert slope_height([0.0, 0.0, G], Z_C, reach) == Z_C  # gravity not into the ground: unchanged
+    # the walker's CoM reference: lowered with slope_reach, the height kept without
+    for cfg_reach, height in ((reach, hn), (None, Z_C)):
+        gen = PatternGenerator(
+            WalkerConfig(slope_reach=cfg_reach), FEET[0], FEET[1], np.array([0.0, 0.0, Z_C]), SOLE, SOLE
+        )
+        ref = gen.cycle(0.0, MeasuredState(np.array([0.0, 0.0, Z_C]), np.zeros(3), gravity=g))
+        assert ref.com_pos[2] == pytest.approx(height)
+        assert gen.disturbance_offset[0] == pytest.approx(height * math.tan(a))

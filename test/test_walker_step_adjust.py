@@ -206,3 +206,36 @@ def test_lift_off_waits_while_the_next_step_cannot_catch_the_dcm():
     delay = lifts[-1] - planned
     assert delay == pytest.approx(cfg.step_adjustment.max_lift_off_delay, abs=0.011)
     assert np.all(np.diff(lifts) >= -1e-12)  # a lift-off only moves later
+
+
+@pytest.mark.parametrize("offset, tolerance, anchored", [(0.03, 0.01, True), (0.005, 0.01, False), (0.03, None, False)])
+def test_plan_is_anchored_on_a_landing_off_its_footstep(offset, tolerance, anchored):
+    """A sole measured ``offset`` [m] outward of its footstep after touchdown moves that footstep
+    and every later one by as much (the ZMP reference and support follow the real sole) once
+    it is beyond ``anchor_tolerance``; the footstep it was aimed at stays in ``landing_targets``."""
+    cfg = WalkerConfig().replace(step_adjustment=StepAdjustmentConfig(anchor_tolerance=tolerance))
+    gen = PatternGenerator(cfg, FootPose([0, 0.085, 0]), FootPose([0, -0.085, 0]), np.array([0, 0, 0.87]), SOLE, SOLE)
+    gen.walk_steps(6, 0.2)
+    ref = gen.cycle(0.0)
+    k = 2
+    step = gen.schedule.steps[k]
+    before = [s.position[:2].copy() for s in gen.schedule.steps]
+    shift = np.array([0.0, side_sign(step.side) * offset])
+    t = 0.0
+    while t < step.t_end + cfg.step_adjustment.anchor_delay + 0.05:
+        t += cfg.dt
+        feet = {s: ref.feet[s].pos.copy() for s in ("left", "right")}
+        if t >= step.t_end and k not in gen.landing_targets:
+            feet[step.side][:2] = before[k] + shift  # where it landed
+        ref = gen.cycle(t, MeasuredState(ref.com_pos.copy(), ref.com_vel.copy(), feet=feet))
+    after = [s.position[:2] for s in gen.schedule.steps]
+    moved = shift if anchored else np.zeros(2)
+    assert np.allclose(after[:k], before[:k])
+    assert np.allclose(after[k:], [p + moved for p in before[k:]])
+    assert np.allclose(ref.feet[step.side].pos[:2], before[k] + moved)  # the stance sole the walker plans with
+    assert gen.landing_targets.keys() == ({k} if anchored else set())
+    if anchored:
+        assert np.allclose(gen.landing_targets[k], before[k])
+    if offset > tolerance if tolerance is not None else True:  # near the landed sole's outer edge
+        outer = before[k] + shift + np.array([0.0, side_sign(step.side) * 0.05])
+        assert gen.zmp_reference.polygon_of_phase(gen.schedule.phase_index(t)).contains(outer) == anchored

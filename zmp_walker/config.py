@@ -83,6 +83,9 @@ class StepAdjustmentConfig:
     In double support, the next lift-off waits, up to ``max_lift_off_delay``
     in all, while that step could not catch the DCM and the double support's
     ZMP can still bring it back (:meth:`PatternGenerator._delay_lift_off`).
+    With ``anchor_tolerance`` set and measured feet, a sole that landed further
+    than that from its footstep moves the plan onto where it landed
+    (:meth:`PatternGenerator._anchor_touchdown`).
     """
 
     enabled: bool = True
@@ -94,6 +97,9 @@ class StepAdjustmentConfig:
     timing_cost: float = field(default=0.3, metadata={"ge": 0.0})  # unreachable move worth 1 s of shortening [m/s]
     max_lift_off_delay: float = field(default=0.0, metadata={"ge": 0.0})  # longest wait in double support [s]
     lift_off_notice: float = field(default=0.1, metadata={"gt": 0.0})  # a delayed lift-off stays this far ahead [s]
+    # landing error [m] from which the plan is re-anchored on the landed sole; None: off
+    anchor_tolerance: float | None = field(default=None, metadata={"ge": 0.0})
+    anchor_delay: float = field(default=0.05, metadata={"ge": 0.0})  # after the touchdown: the sole has settled [s]
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,8 @@ class WalkerConfig:
     planner_period: float = field(default=0.01, metadata={"gt": 0.0})  # CoM planner period [s]
     gravity: float = field(default=9.81, metadata={"gt": 0.0})  # [m/s^2]
     com_height: float | None = field(default=None, metadata={"gt": 0.0})  # [m], None: initial CoM
+    # half step [m] a slope's lean keeps within reach: CoM lowered (dcm.slope_height); None: height kept
+    slope_reach: float | None = field(default=None, metadata={"ge": 0.0})
     step_duration: float = field(default=0.8, metadata={"gt": 0.0})  # [s]
     double_support_ratio: float = field(default=0.2, metadata={"gt": 0.0, "lt": 1.0})  # [-]
     start_duration: float = field(default=1.5, metadata={"gt": 0.0})  # initial double support [s]

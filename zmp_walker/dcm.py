@@ -30,7 +30,7 @@ import numpy as np
 
 from zmp_walker.geometry import Polygon
 
-__all__ = ["omega", "dcm", "DcmFeedback", "DcmDisturbanceObserver"]
+__all__ = ["omega", "dcm", "DcmFeedback", "DcmDisturbanceObserver", "slope_height", "slope_shift"]
 
 
 def omega(g: float, z_c: float) -> float:
@@ -85,6 +85,28 @@ def slope_shift(gravity, com_height: float) -> np.ndarray:
     if g.shape != (3,) or not np.all(np.isfinite(g)) or not g[2] < 0.0:
         return np.zeros(2)
     return float(com_height) * g[:2] / g[2]
+
+
+def slope_height(gravity, com_height: float, reach: float) -> float:
+    """CoM height [m] along the ground's normal on a slope that keeps the legs' reach of flat ground.
+
+    At the height ``z`` the lean :func:`slope_shift` puts the CoM ``z tan a`` from the
+    ZMP along the ground (slope ``a``), so a foot ``reach`` [m] (half a step) ahead of
+    the ZMP downhill, or behind it uphill, is ``reach + z tan a`` from below the CoM.
+    The height returned keeps that foot as far from the CoM as on flat ground,
+    ``z^2 + (reach + z tan a)^2 = h^2 + reach^2`` (``h = com_height``): with the
+    height held at ``h``, the lean stretches the leg that starts (downhill) or ends
+    (uphill) its stance.  ``reach = 0`` gives ``h cos a``, the CoM ``h`` from the ZMP
+    along gravity.  ``com_height`` when ``gravity`` is not finite or does not point
+    into the ground.
+    """
+    g = np.asarray(gravity, dtype=float).reshape(-1)
+    h = float(com_height)
+    if g.shape != (3,) or not np.all(np.isfinite(g)) or not g[2] < 0.0:
+        return h
+    t = float(np.linalg.norm(g[:2])) / -float(g[2])  # tan a
+    r = float(reach)
+    return (-r * t + math.sqrt(r * r * t * t + (1.0 + t * t) * h * h)) / (1.0 + t * t)
 
 
 class DcmDisturbanceObserver:

@@ -49,7 +49,7 @@ import numpy as np
 
 from zmp_walker.cart_table import integrate
 from zmp_walker.config import WalkerConfig
-from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega, slope_shift
+from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega, slope_height, slope_shift
 from zmp_walker.errors import PlanningError
 from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side
 from zmp_walker.geometry import FootPose, SoleRect
@@ -94,12 +94,15 @@ class FootRef:
 class MeasuredState:
     """Estimated CoM ``com`` (3,) [m] and ``com_vel`` (3,) [m/s]; optional measured ``zmp`` (3,) [m]
     and ``gravity`` (3,) [m/s^2], the gravity vector in the walker's frame as the IMU's attitude
-    gives it (on a slope the walker's frame is the ground's: z along its normal)."""
+    gives it (on a slope the walker's frame is the ground's: z along its normal); optional
+    ``feet``, ``{"left": (3,), "right": (3,)}``, the sole frames' measured positions [m]
+    (kinematics), for the touchdown anchoring (``step_adjustment.anchor_tolerance``)."""
 
     com: np.ndarray
     com_vel: np.ndarray
     zmp: np.ndarray | None = None
     gravity: np.ndarray | None = None
+    feet: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,7 @@ class PatternGenerator:
         self.observer = DcmDisturbanceObserver(self.omega, obs.bandwidth, obs.max_offset) if obs.enabled else None
         self._zmp_applied: np.ndarray | None = None  # last commanded ZMP (xy), the observer's input
         self._slope_shift = np.zeros(2)  # CoM lean against the measured gravity's ground component [m]
+        self._normal_height = self.com_height  # CoM height along the ground's normal (config.slope_reach) [m]
         if config.method == "preview":
             p = config.preview
             self.planner = PreviewPlanner(config.planner_period, z_c, config.gravity, p.qe, p.r, p.horizon)
@@ -211,6 +215,8 @@ class PatternGenerator:
         self._upcoming_cache: tuple = (-1, ())
         self._measured: MeasuredState | None = None
         self._planned_landing: dict[int, FootPose] = {}  # step index -> landing before adjustment
+        # step index -> its footstep (xy) [m] when the plan was anchored on its landing
+        self._aimed: dict[int, np.ndarray] = {}
         self._last: WalkerReference | None = None  # the last reference returned by cycle
         self._frozen: WalkerReference | None = None  # set by freeze(): returned from then on
         self._frozen_steps = 0
@@ -348,6 +354,7 @@ class PatternGenerator:
             kept, t0 = [], t
         feet = dict(old.feet_before[len(kept)] if walking else old.final_feet)
         next_side = other_side(kept[-1].side) if kept else None
+        self._aimed = {k: p for k, p in self._aimed.items() if k < len(kept)}  # a new walk numbers from 0
         self._velocity = None
         if kind == "stop":
             if not walking:
@@ -442,6 +449,7 @@ class PatternGenerator:
             return
         self._extend(self._t_plan)
         if self._measured is not None and self.config.step_adjustment.enabled:
+            self._anchor_touchdown(self._t_plan, self._measured)
             self._adjust_step(self._t_plan, self._measured)
         if hasattr(self.planner, "velocity_ref"):
             self.planner.velocity_ref = self._world_velocity()
@@ -554,6 +562,64 @@ class PatternGenerator:
         self._planned_landing = {k: planned}
         self._x[1] += w * math.exp(-w * T) * shift
 
+    @property
+    def landing_targets(self) -> dict[int, np.ndarray]:
+        """Footsteps (xy) [m] of the steps whose landing re-anchored the plan, by step index:
+        where they were aimed (the schedule now has where they landed)."""
+        return dict(self._aimed)
+
+    def _anchor_touchdown(self, t: float, measured: MeasuredState) -> None:
+        """Re-anchor the plan on a measured foothold, at the planner grid time ``t`` [s].
+
+        ``anchor_delay`` after a touchdown, in the double support that follows it:
+        when the landed sole (``measured.feet``) is more than ``anchor_tolerance``
+        from its footstep, that footstep and every later one move by the
+        difference (xy), so that the ZMP reference and the support polygon the DCM
+        feedback clamps to are those of the sole on the ground.  A swing foot
+        that lands off its footstep (a swing the whole-body controller could not
+        track after a push) otherwise leaves the walker commanding a ZMP at the
+        planned sole's edge that the real sole cannot make: the DCM drifts by
+        the difference.  Once per step; the footstep it was aimed at stays in
+        :attr:`landing_targets`.
+        """
+        cfg = self.config.step_adjustment
+        if cfg.anchor_tolerance is None or measured.feet is None:
+            return
+        sched = self._schedule
+        phase = sched.phases[sched.phase_index(t)]
+        if phase.is_single_support or phase.step is None:
+            return
+        k = phase.step
+        if k in self._aimed or not 0 <= k < len(sched.steps):
+            return
+        step = sched.steps[k]
+        if not step.t_end + cfg.anchor_delay <= t:
+            return
+        foot = measured.feet.get(step.side) if hasattr(measured.feet, "get") else None
+        if foot is None or not np.all(np.isfinite(np.asarray(foot, dtype=float)[:2])):
+            return
+        delta = np.asarray(foot, dtype=float)[:2] - step.position[:2]
+        if float(np.linalg.norm(delta)) <= cfg.anchor_tolerance:
+            return
+        self._aimed[k] = step.position[:2].copy()
+        steps = list(sched.steps)
+        for j in range(k, len(steps)):
+            p = steps[j].pose
+            steps[j] = steps[j].moved(FootPose(np.array([*(p.position[:2] + delta), p.position[2]]), p.yaw))
+        nominal = [n + delta if j >= k else n for j, n in enumerate(self._nominal)]
+        self._set_schedule(
+            Schedule(
+                self.config,
+                sched.t0,
+                sched.feet_before[0],
+                steps,
+                sched.final,
+                sched.swing_durations,
+                sched.lift_off_delays,
+            ),
+            nominal,
+        )
+
     def _delay_lift_off(self, t: float, index: int, phase, measured: MeasuredState) -> None:
         """Lengthen the double support ``phase`` (index ``index``) while the next step,
         lifting off now, could not catch the DCM.
@@ -657,7 +723,9 @@ class PatternGenerator:
         w = self.omega
         ground, vz, az = sched.support_height(t)  # the CoM height follows the support (terrain)
         if measured is not None and measured.gravity is not None:
-            self._slope_shift = slope_shift(measured.gravity, self.com_height)
+            if self.config.slope_reach is not None:
+                self._normal_height = slope_height(measured.gravity, self.com_height, self.config.slope_reach)
+            self._slope_shift = slope_shift(measured.gravity, self._normal_height)
         if measured is not None and self.observer is not None:
             c_m = np.asarray(measured.com, dtype=float)
             xi_m = c_m[:2] + np.asarray(measured.com_vel[:2], dtype=float) / w
@@ -665,12 +733,12 @@ class PatternGenerator:
             self.observer.update(t, xi_m, applied, -w * self._slope_shift)
         off = self.disturbance_offset
         cx, cy = cx + off[0], cy + off[1]
-        com_pos = np.array([cx, cy, ground + self.com_height])
+        com_pos = np.array([cx, cy, ground + self._normal_height])
         com_vel = np.array([vx, vy, vz])
         com_acc = np.array([ax, ay, az])
         px, py = self._reference.at(t)
         zmp_ref = np.array([px, py, ground])
-        dcm_ref = np.array([cx + vx / w, cy + vy / w, ground + self.com_height + vz / w])
+        dcm_ref = np.array([cx + vx / w, cy + vy / w, ground + self._normal_height + vz / w])
         if measured is not None:
             c_m = np.asarray(measured.com, dtype=float)
             xi_m = c_m + np.asarray(measured.com_vel, dtype=float) / w

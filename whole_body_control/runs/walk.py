@@ -223,7 +223,9 @@ def run_walk(
             ctrl.hold_airborne()
         # the gravity vector in the floor's frame stands for the IMU attitude (ground truth, as q and v)
         gravity = sim.model.opt.gravity.copy() if measure_gravity else None
-        measured = MeasuredState(st.com.copy(), st.vcom.copy(), gravity=gravity)
+        # the soles where the controller's kinematics put them: the walker may re-anchor its plan on a landing
+        soles = {s: st.placement(robot.foot_frame_ids[s]).translation.copy() for s in SIDES}
+        measured = MeasuredState(st.com.copy(), st.vcom.copy(), gravity=gravity, feet=soles)
         wref = walker.cycle(t, measured if com_mode == "dcm" else None)
         if schedule is None:
             schedule = walker.schedule
@@ -307,7 +309,9 @@ def run_walk(
     step_err_max = 0.0
     if schedule is not None:
         # the walker's step adjustment may move landings: the error is to the final (adjusted) plan
+        # (a landing that re-anchored the plan is measured against the footstep it was aimed at)
         final = walker.schedule.steps if len(walker.schedule.steps) == len(schedule.steps) else schedule.steps
+        aimed = walker.landing_targets if final is walker.schedule.steps else {}
         for i, step in enumerate(schedule.steps):
             row = {
                 "side": step.side,
@@ -315,7 +319,7 @@ def run_walk(
                 "planned_yaw": round(step.yaw, 4),
                 "t_touchdown": round(step.t_end, 4),
             }
-            target = final[i].position[:2]
+            target = aimed.get(i, final[i].position[:2])
             if float(np.linalg.norm(target - step.position[:2])) > 1e-6:
                 row["adjusted"] = [round(float(x), 4) for x in target]
             if i < len(landed) and landed[i]["side"] == step.side:
