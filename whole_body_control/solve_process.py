@@ -135,6 +135,17 @@ class SolveProcess:
         self._conn.close()
 
 
+def freeze_startup_objects() -> None:
+    """After a process (a node, this worker) has built its model: collect once and move every
+    object left into the collector's permanent generation.  Python's full collection then
+    skips them: in the 1 kHz controller node it took 24 ms (about one state in 20 s left
+    without a command), the startup objects (Pinocchio, the QP, rclpy) being most of the heap."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def _serve(conn, robot, wbc_config, config) -> None:
     """The worker process: build the stage, then answer solves until the pipe closes."""
     import signal
@@ -147,6 +158,7 @@ def _serve(conn, robot, wbc_config, config) -> None:
     except Exception as exc:  # noqa: BLE001 - the caller raises it
         conn.send(("error", exc))
         return
+    freeze_startup_objects()
     conn.send(("ready", None))
     while True:
         try:
