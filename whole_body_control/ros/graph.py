@@ -161,8 +161,8 @@ def sim_graph(
         bridge["realtime_priority"] = LOCKSTEP_PRIORITY  # (see _timing)
         # the solves in the command loop, after each command: every period is a round trip
         # with nothing beside it but the solve, and handing it to a worker costs more than it
-        # saves (Talos 20 s, 2-core machine: 602 periods per wall second, 547 with the solve
-        # thread, 500 with the process).  Not in the hardware graph: its controller takes the
+        # saves (Talos 20 s, 2-core machine, normal scheduler: 602 periods per wall second,
+        # 547 with the solve thread, 500 with the process).  Not in the hardware graph: its controller takes the
         # newest foot wrenches, and with the solve in the loop their order against the joint
         # states varies more (Talos walked 0.14 to 0.18 m in 3 s, 0.17 with the process)
         ctrl["solve_worker"] = "none"
@@ -179,8 +179,9 @@ def sim_graph(
 
 # SCHED_FIFO priority of every node of a lockstep graph, the same for all: a state wakes the
 # controller at once instead of after the normal scheduler's wake-up delay, and no node of
-# the graph preempts another (Talos 20 s on the 2-core machine: 1,170 to 1,250 periods per
-# wall second, 700 to 770 with the normal scheduler; the same final pose to the bit)
+# the graph preempts another (Talos 20 s on the 2-core machine with other work at nice 19
+# beside it: 1,020 to 1,250 periods per wall second, 700 to 770 with the normal scheduler;
+# quiet: 1,240 and 1,350; the same final pose to the bit)
 LOCKSTEP_PRIORITY = 40
 
 
