@@ -162,9 +162,10 @@ def sim_graph(
         # the solves in the command loop, after each command: every period is a round trip
         # with nothing beside it but the solve, and handing it to a worker costs more than it
         # saves (Talos 20 s, 2-core machine, normal scheduler: 602 periods per wall second,
-        # 547 with the solve thread, 500 with the process).  Not in the hardware graph: its controller takes the
-        # newest foot wrenches, and with the solve in the loop their order against the joint
-        # states varies more (Talos walked 0.14 to 0.18 m in 3 s, 0.17 with the process)
+        # 547 with the solve thread, 500 with the process).  Not in the hardware graph, chosen
+        # when its controller took the newest foot wrenches, whose order against the joint
+        # states varied more with the solve in the loop (Talos walked 0.14 to 0.18 m in 3 s,
+        # 0.17 with the process); it now takes those of each state's stamp (not re-measured)
         ctrl["solve_worker"] = "none"
     bridge.update(bridge_params or {})
     ctrl.update(controller_params or {})
