@@ -18,7 +18,7 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import Float64MultiArray  # noqa: E402
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension, MultiArrayLayout  # noqa: E402
 from std_srvs.srv import SetBool, Trigger  # noqa: E402
 
 from whole_body_control.robot import load_robot  # noqa: E402
@@ -52,6 +52,8 @@ class Client:
         self.clock: list[int] = []
         self.diag: dict | None = None
         self.answer: np.ndarray | None = None  # answer each joint state with this command
+        self.policy = None  # or with policy(state) -> efforts, the command stamped with the state's stamp
+        self.sent: dict[int, np.ndarray] = {}  # stamp -> what the policy answered
         self.answered: list[int] = []  # stamps answered
         n.create_subscription(JointState, "/joint_states", self.on_js, 10)
         n.create_subscription(Clock, "/clock", lambda m: self.clock.append(_ns(m.clock)), 10)
@@ -66,6 +68,11 @@ class Client:
         if self.answer is not None:
             self.cmd.publish(Float64MultiArray(data=self.answer.tolist()))
             self.answered.append(_ns(msg.header.stamp))
+        elif self.policy is not None:
+            ns = _ns(msg.header.stamp)
+            tau = self.sent[ns] = self.policy(msg)
+            stamp = MultiArrayDimension(label=f"stamp_ns={ns}")
+            self.cmd.publish(Float64MultiArray(data=tau.tolist(), layout=MultiArrayLayout(dim=[stamp])))
 
     def on_diag(self, msg: DiagnosticArray) -> None:
         for s in msg.status:
@@ -178,6 +185,38 @@ def test_realtime_bridge_damps_when_commands_stop_and_resumes_on_a_fresh_one():
         assert len(pairs) > 5, f"{len(pairs)} consecutive damped states"
         assert all(damped(a, b) for a, b in pairs)
         c.spin_until(lambda: json.loads(c.diag["command_timeouts"]) >= 2, 5.0, "a second timeout")
+
+
+@pytest.mark.ros
+def test_realtime_bridge_runs_a_period_when_its_command_comes_with_the_physics_of_the_tick():
+    """In real time a command stamped with the newest state runs that period's physics at
+    once (the next state waits only for its tick); the state of the next tick then carries
+    exactly that command as its effort: no period stepped twice or with another command."""
+    robot = load_robot("talos")
+    gains = np.linspace(5.0, 40.0, robot.na)  # the command depends on the state it answers
+
+    def policy(msg: JointState) -> np.ndarray:
+        return -gains * np.array(msg.velocity) + 0.5
+
+    with bridge(mode="realtime", real_time_factor=0.05, command_timeout_periods=0) as c:
+        c.policy = policy
+        c.spin_until(lambda: len(c.sent) >= 40, 30.0, "40 answered states")
+        c.policy = None
+        c.spin_until(lambda: c.diag is not None and json.loads(c.diag["steps"]) > 40, 5.0, "diagnostics")
+        effort = {_ns(m.header.stamp): np.array(m.effort) for m in c.js}
+        period = 1_000_000
+        pairs = [(ns, ns + period) for ns in sorted(c.sent) if ns + period in effort and ns > 0]
+        assert len(pairs) >= 30, f"{len(pairs)} answered states followed by the next one"
+        applied = [np.array_equal(effort[after], c.sent[ns]) for ns, after in pairs]
+        # a late answer (loaded machine) leaves the one before held: never anything else
+        held = [
+            ok or np.array_equal(effort[after], c.sent.get(ns - period, np.full(robot.na, np.nan)))
+            for ok, (ns, after) in zip(applied, pairs)
+        ]
+        assert all(held), "a state carries a command that answered neither it nor the one before"
+        assert sum(applied) >= 0.8 * len(pairs), f"{sum(applied)} of {len(pairs)} answers applied in their period"
+        stepped = json.loads(c.diag["stepped_on_command"])
+        assert stepped >= sum(applied) - 2, f"{stepped} periods ran on their command's arrival"
 
 
 @pytest.mark.ros

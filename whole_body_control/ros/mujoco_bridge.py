@@ -33,9 +33,13 @@ Modes:
     ``resend_period`` wall seconds while unanswered).  A command whose layout
     carries ``stamp_ns=<ns>`` (see :func:`command_stamp`) must answer the pending
     state, otherwise it is ignored: late duplicates cannot advance the clock.
-    realtime: a wall-clock timer steps every control period (scaled by
-    ``real_time_factor``) with the latest command held; a step without a fresh
-    command counts as a deadline miss.  Command timeout (``command_timeout_periods``
+    realtime: a wall-clock timer publishes the state every control period (scaled by
+    ``real_time_factor``).  The physics of a period runs when the command answering
+    the state before comes (its stamp, see :func:`command_stamp`), so the state is
+    ready at the tick: a robot's sensors read it at once, where stepping MuJoCo
+    first took 0.1 to 0.2 ms of the controller's period.  Without that command by
+    the tick, the period steps at the tick with the latest command held, and
+    counts as a deadline miss.  Command timeout (``command_timeout_periods``
     N > 0): from the N-th consecutive period without a fresh command on, the held
     command is replaced by joint damping ``tau = -kd_safe v`` (the robot's safe-mode
     gains, applied at every simulation step) until a fresh command comes: a killed
@@ -228,7 +232,9 @@ class MujocoBridge(Node):
         self.paused = bool(p["start_paused"])
         self.tau = np.zeros(self.robot.na)
         self.fresh_command = False
-        self.pending_ns: int | None = None  # lockstep: stamp of the state waiting for its command
+        self.pending_ns: int | None = None  # stamp of the state waiting for its command
+        self.stepped = False  # real time: the next state is computed, published at the tick
+        self.stepped_on_command = 0  # real time: periods that ran when their command came
         self.last_publish_wall = 0.0
         self.steps = 0  # control periods
         self.deadline_misses = 0
@@ -368,6 +374,10 @@ class MujocoBridge(Node):
         elif not self.lockstep and stamp is not None and stamp in self.published_wall:
             # real time: the command latency, from publishing a state to the command answering it
             self.round_trips.append(time.perf_counter() - self.published_wall.pop(stamp))
+            if stamp == self.pending_ns and not (self.stepped or self.paused or self.finished):
+                self.step_period()  # the state it answers is the newest: its period can run now
+                self.stepped = True
+                self.stepped_on_command += 1
 
     def on_pause(self, msg: Bool) -> None:
         was = self.paused
@@ -424,7 +434,18 @@ class MujocoBridge(Node):
         return cv.seconds_to_ns(self.steps * self.p["control_period"])
 
     def advance(self) -> None:
-        """One control period with the held command, then publish the state."""
+        """One control period with the held command (unless it ran already), then publish the state."""
+        if not self.stepped:
+            self.step_period()
+        self.stepped = False
+        self.publish_state()
+        sim = self.sim  # the fall check after the state went out (it costs 35 us)
+        polygon = np.zeros((0, 2))  # height and body-contact criteria only (no capture point here)
+        if self.fall.reason is None and self.fall.update(sim.time, sim, sim.com(), np.zeros(3), polygon):
+            self.get_logger().error(f"fall at t = {sim.time:.3f} s: {self.fall.reason}")
+
+    def step_period(self) -> None:
+        """One control period of physics with the held command (a miss without a fresh one)."""
         if self.wall_start is None:
             self.wall_start = time.perf_counter()
         now = self.now_ns()
@@ -469,11 +490,6 @@ class MujocoBridge(Node):
             self.paused = True  # the state below is published; /sim/pause false asks for its command
             self._next_status_ns = self.now_ns()  # and /sim/status with it: the pause is seen
             self.get_logger().info(f"paused at t = {self.now_ns() * 1e-9:.3f} s (pause_at)")
-        self.publish_state()
-        sim = self.sim  # the fall check after the state went out (it costs 35 us)
-        polygon = np.zeros((0, 2))  # height and body-contact criteria only (no capture point here)
-        if self.fall.reason is None and self.fall.update(sim.time, sim, sim.com(), np.zeros(3), polygon):
-            self.get_logger().error(f"fall at t = {sim.time:.3f} s: {self.fall.reason}")
 
     def publish_state(self) -> None:
         sim, robot = self.sim, self.robot
@@ -523,6 +539,7 @@ class MujocoBridge(Node):
             "control_rate_hz": self.steps / wall if wall > 0 else 0.0,
             "real_time_factor": self.sim.time / wall if wall > 0 else 0.0,
             "deadline_misses": self.deadline_misses,
+            "stepped_on_command": self.stepped_on_command,
             "command_timeout_periods": self.timeout.limit,
             "command_timeouts": self.timeout.timeouts,
             "damped_periods": self.timeout.damped_periods,
@@ -564,6 +581,9 @@ class MujocoBridge(Node):
             self.publish_state()
 
     def realtime_tick(self) -> None:
+        if self.stepped:
+            self.advance()  # a period that ran when its command came: its state goes out now
+            return
         if self.paused or self.finished:
             return
         if self.steps == 0 and not self.fresh_command:
