@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import types
 
 import numpy as np
@@ -106,7 +107,16 @@ def test_the_walker_nodes_dcm_feedback_recovers_a_push_toward_the_stance_foot():
     """push_inward_ss through the graph (walker node at 250 Hz with DCM feedback, as the
     in-process walker): it failed there (3/8 steps) while the walker planned open loop."""
     pytest.importorskip("rclpy")
-    summary = run_suite("talos", ["push_inward_ss"], through="ros", ros_options=RosOptions(control_period=0.002))
-    r = summary["scenarios"][0]
+    runs = [
+        run_suite("talos", ["push_inward_ss"], through="ros", ros_options=RosOptions(control_period=0.002))
+        for _ in range(2)
+    ]
+    r = runs[0]["scenarios"][0]
     assert r["applies"] and r["passed"], r["figure"]
     assert r["steps_completed"] == 8 and not r["fell"] and r["damping_commands"] == 0
+    # the same run twice, the same figures: the driver (this process, at SCHED_FIFO beside the
+    # graph while it runs) heard every state and plan (under the normal scheduler it lost some:
+    # 7 or 8 landings, footstep errors of 0.1 to 14 cm from the same commands)
+    again = runs[1]["scenarios"][0]
+    assert (again["figure"], again["distance_m"]) == (r["figure"], r["distance_m"])
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER, "the driver is back under the normal scheduler"

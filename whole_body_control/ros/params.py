@@ -155,24 +155,31 @@ REALTIME_PRIORITY = Param(
 )
 
 
+def set_thread_priority(priority: int, pid: str = "self") -> set[int]:
+    """Every thread of process ``pid`` under SCHED_FIFO at ``priority`` (0: back to the
+    normal scheduler); threads started later inherit it.  Returns the processes those
+    threads started.  Raises OSError when refused (no rtprio right)."""
+    import os
+
+    policy, prio = (os.SCHED_FIFO, int(priority)) if priority > 0 else (os.SCHED_OTHER, 0)
+    children = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setscheduler(int(tid), policy, os.sched_param(prio))
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            children.update(int(child) for child in f.read().split())
+    return children
+
+
 def set_realtime_priority(node: Node, priority: int) -> bool:
     """Every thread of this process (rclpy's and DDS's included) under SCHED_FIFO at
     ``priority``; threads started later inherit it.  The processes this one started (the
     controller's solve process) go one below: the node's threads preempt them.  Logs and
     returns False when refused."""
-    import os
-
     if priority <= 0:
         return False
     try:
-        children = set()
-        for tid in os.listdir("/proc/self/task"):
-            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(int(priority)))
-            with open(f"/proc/self/task/{tid}/children") as f:
-                children.update(int(pid) for pid in f.read().split())
-        for pid in children:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(max(1, int(priority) - 1)))
+        for pid in set_thread_priority(priority):
+            set_thread_priority(max(1, int(priority) - 1), str(pid))
     except (OSError, AttributeError) as exc:
         node.get_logger().warning(
             f"realtime_priority {priority} refused ({exc}): normal scheduling; a real-time loop needs "

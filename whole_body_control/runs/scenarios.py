@@ -951,11 +951,6 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
     params = opts.params_file(timestep)
     modes = {"com_mode": opts.com_mode} if walk else {}
     walker = {**modes, **WALKER_DCM} if modes.get("com_mode") == "dcm" else modes
-    # The normal scheduler, not the lockstep graph's SCHED_FIFO: this driver stops the walk
-    # by wall-clock handshakes with the paused graph (stop_at), and with every node at FIFO
-    # the walk's figures changed from run to run (push_inward_ss: 1.12 to 1.43 m of 1.40;
-    # three runs with the normal scheduler ended the same)
-    normal = {"realtime_priority": 0}
     try:
         return run_graph(
             robot.name,
@@ -964,9 +959,9 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
             params_file=params,
             timeout=opts.timeout,
             watch=True,
-            walker_params={**walker, **normal},
-            controller_params={**modes, **normal},
-            bridge_params={**(kw.pop("bridge_params", None) or {}), **normal},
+            walker_params=walker,
+            controller_params=modes,
+            bridge_params=kw.pop("bridge_params", None),
             **kw,
         )
     finally:
