@@ -183,8 +183,8 @@ def walk_through_stage(robot, config: StageConfig, steps: int, push=None):
         measured = MeasuredState(st.com.copy(), st.vcom.copy()) if config.com_mode == "dcm" else None
         ref = walker_reference(walker, t, lead, measured) if walker is not None else None
         before = stage.last_result
-        # as the node does: the reference only where the stage may use it
-        cmd = stage.cycle(observe(sim, k * PERIOD_NS), ref if stage.wants_reference(k * PERIOD_NS) else None)
+        # as the node does: the reference sampled only where a solve uses it
+        cmd = stage.cycle(observe(sim, k * PERIOD_NS), (lambda ref=ref: ref) if ref is not None else None)
         stage.finish()
         solves += stage.last_result is not before
         commands.append(cmd)
