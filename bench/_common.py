@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):  # as `wbc` does (see whole_body_control/cli.py)
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):  # as `wbc` and the nodes do (whole_body_control/_threads.py)
     os.environ.setdefault(_var, "1")
 
 ROOT = Path(__file__).resolve().parents[1]

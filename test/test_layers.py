@@ -131,3 +131,20 @@ def test_hardware_nodes_load_none_of_the_runs():
     loaded = loaded_after_import(list(HARDWARE_NODES))
     assert not {m for m in loaded if m.startswith("whole_body_control.runs")}
     assert not {m for m in loaded if m.startswith("whole_body_control.sim")}
+
+
+@pytest.mark.parametrize("node", HARDWARE_NODES)
+def test_a_node_runs_numpy_on_one_thread_without_being_told(node):
+    """ros2 launch starts a node without ``wbc``'s environment: importing it must still leave
+    BLAS with one thread (a pool's threads inherit the node's SCHED_FIFO and spin beside the
+    control loop), before NumPy loads; an explicit setting wins."""
+    pytest.importorskip("rclpy")
+    code = f"import {node}, os, numpy\nprint(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'])\n"
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    for extra, expected in (({}, "1 1"), ({"OPENBLAS_NUM_THREADS": "2"}, "2 1")):
+        env = {**base, **extra, "PYTHONPATH": str(SOURCE)}
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=SOURCE, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split("\n")[-2] == expected, (extra, result.stdout)

@@ -12,15 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+from whole_body_control import _threads  # noqa: F401, I001 - one BLAS thread, before NumPy loads
 from whole_body_control.arguments import number
-
-# One BLAS / OpenMP thread, set before NumPy, SciPy and Pinocchio load their thread
-# pools: the controller's matrices are small (threads only add overhead and spin on
-# shared cores: a G1 walk runs 15 % faster), and multithreaded reductions are not
-# bitwise reproducible, so the same seed would not give the same run (G1 walks drift
-# apart after ~1 s). An explicit setting in the environment wins.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
 
 
 def _add_robot(p: argparse.ArgumentParser, default: str = "talos", walker: bool = True) -> None:

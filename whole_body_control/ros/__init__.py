@@ -10,3 +10,5 @@ Every message <-> numpy conversion lives in :mod:`.conversions`; the node graph
 :mod:`.mujoco_bridge`, :mod:`.controller_node`, :mod:`.walker_node` and
 :mod:`.state_estimator`, each with a ``main()``.
 """
+
+from whole_body_control import _threads  # noqa: F401, I001 - before any node imports NumPy
