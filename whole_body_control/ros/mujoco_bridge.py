@@ -497,13 +497,15 @@ class MujocoBridge(Node):
         q, v = self._noised(ns, sim.q, sim.v)
         # CDR bytes: rclpy's message objects cost 4 to 13 times more per message
         js = cv.joint_state_cdr(ns, robot.joint_names, q[7:], v[6:], self.applied)
-        self.clock_pub.publish(cv.clock_cdr(ns))  # first: a node's clock reads ns when the state comes
         if not self.lockstep:
-            # real time: the joint states next, the command's clock starts with them (the IMU and
-            # base state took 0.1 ms before them); a subscriber ticks on them with the others of
-            # the period before, as ros2_control's broadcasters publish in no set order
+            # real time: the joint states first, the command's deadline starts with them (the
+            # clock took 0.05 ms before them, the IMU and base state 0.1 ms); a subscriber ticks
+            # on them with the others of the period before, as ros2_control's broadcasters
+            # publish in no set order (the controller takes a state up to a period ahead of its
+            # clock as received at its stamp)
             self.js_pub.publish(js)
             js_wall = time.perf_counter()
+        self.clock_pub.publish(cv.clock_cdr(ns))  # (lockstep: first, a node's clock reads ns when the state comes)
         imu = sim.imu()
         self.imu_pub.publish(cv.imu_cdr(ns, self.p["base_frame"], imu.orientation, imu.gyro, imu.linear_acceleration))
         self.odom_pub.publish(cv.odometry_cdr(ns, q[:7], v[:6], self.p["base_frame"]))
