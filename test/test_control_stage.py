@@ -4,6 +4,8 @@ in-process estimator, lift detection)."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -245,6 +247,11 @@ def test_multi_rate_in_a_worker_stands_and_drops_a_plan_overtaken_by_damping(tal
     for k in range(500):
         cmd = stage.cycle(observe(sim, k * PERIOD_NS))
         assert not cmd.damping, cmd.reason
+        stage.finish()
+        # this loop outruns the clock the stamps stand for: a solve takes 0.5 to 1 ms of wall
+        # time, within a period or two of a real 1 kHz loop, but dozens of states here, and a
+        # real-time stage damps rather than wait for a solve that late (see the test below)
+        stage._worker.wait()
         sim.step(cmd.tau)
     assert sim.base_height() > 0.95 * talos.q_ref[2]
     # a solve in flight when a damping comes in must not install its plan
@@ -334,3 +341,52 @@ def test_the_solve_process_gives_the_thread_s_torques_to_the_bit(talos):
     b, events_b = _waiting_worker_run(talos, "process")
     np.testing.assert_array_equal(a, b)
     assert events_a == events_b and any("armed" in e for e in events_b), events_b
+
+
+def test_real_time_damps_instead_of_waiting_for_a_solve_that_hangs(talos):
+    """Real time: a solve that does not come back (its worker stalled) never blocks the
+    command loop.  Its plan is held up to the limit, then every state is answered with
+    damping naming the late solve; control resumes once the worker is back."""
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_worker="thread"))
+    worker = stage._worker
+    solve, gate, hung = worker._solve, threading.Event(), []
+
+    def stalled(*job):
+        if len(job) == 3 and job[2] is not None and not hung:  # the first background solve hangs
+            hung.append(job[0].stamp_ns)
+            gate.wait(30.0)
+        return solve(*job)
+
+    worker._solve = stalled
+    released_late = threading.Timer(20.0, gate.set)  # only if a cycle blocks (the test then fails)
+    released_late.start()
+    ns, commands = 0, []
+    try:
+        while ns < 60 * PERIOD_NS:
+            cmd = stage.cycle(observe(sim, ns))
+            stage.finish()
+            commands.append(cmd)
+            sim.step(cmd.tau)
+            ns += PERIOD_NS
+        assert not gate.is_set(), "a cycle waited for the hung solve"
+        gate.set()
+        worker.wait()
+        for _ in range(20):
+            cmd = stage.cycle(observe(sim, ns))
+            stage.finish()
+            sim.step(cmd.tau)
+            ns += PERIOD_NS
+    finally:
+        released_late.cancel()
+        gate.set()
+        stage.close()
+    assert hung, "no solve went to the worker"
+    held = [c for c in commands if c.stamp_ns > hung[0] and not c.damping]
+    damped = [c for c in commands if c.damping]
+    assert held, "the last plan is held while its successor is late"
+    assert damped and all("the solve is late" in c.reason for c in damped), {c.reason for c in damped}
+    assert all(np.isfinite(c.tau).all() for c in commands)
+    assert damped[0].stamp_ns - hung[0] <= stage._plan_limit_ns + 5 * PERIOD_NS
+    assert not cmd.damping and stage.supervisor.armed, cmd.reason

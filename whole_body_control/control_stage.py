@@ -346,8 +346,13 @@ class ControlStage:
         elif plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
             if worker is None:
                 return self._solve(obs, _sampled(reference))
-            if self.config.solve_wait == 0 and not worker.ready():  # real time: the loop never waits
-                return self._damping(ns, "waiting for the solve process to start")
+            if self.config.solve_wait == 0:  # real time: the loop never waits for a solve in flight
+                if not worker.ready():
+                    return self._damping(ns, "waiting for the solve process to start")
+                worker.collect()
+                if not worker.done():  # (a plan past _plan_limit_ns, its successor not back)
+                    age = "" if plan is None else f": the plan is {(ns - plan.stamp_ns) * 1e-6:.1f} ms old"
+                    return self._damping(ns, "the solve is late" + age)
             worker.wait()  # the controller is not shared between two solves
             self._submitted_ns = self._solved = self._pending = None
             return worker.call((obs, _sampled(reference), None))
