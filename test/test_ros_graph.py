@@ -417,6 +417,22 @@ def test_log_throttle_lets_one_message_per_key_and_period_through():
     assert throttle("a") and not throttle("a")
 
 
+def test_quantiles_are_nearest_ranks_of_the_kept_values_of_a_ring():
+    """The nodes' diagnostics (tick and round-trip percentiles) keep the last values in a ring
+    and take nearest-rank quantiles by one partial sort."""
+    from whole_body_control.ros.params import Ring, quantiles
+
+    ring = Ring(100)
+    assert quantiles(ring.values(), (0.5, 0.99)) == [None, None]
+    for k in range(250):  # only the last 100 (150 .. 249) are kept
+        ring.append(float(k))
+    assert ring.count == 250 and sorted(ring.values()) == list(range(150, 250))
+    assert quantiles(ring.values(), (0.0, 0.5, 0.99, 1.0)) == [150.0, 200.0, 248.0, 249.0]
+    x = np.random.default_rng(0).random(4096)
+    median, p99 = quantiles(x, (0.5, 0.99))
+    assert abs(median - np.median(x)) < 1e-3 and abs(p99 - np.percentile(x, 99)) < 1e-3
+
+
 @pytest.mark.ros
 def test_per_period_timer_runs_without_rclpy_inspecting_it_and_spin_stops_on_shutdown():
     """The 1 kHz timers (the bridge's real-time tick, the controller's watchdog) are wrapped

@@ -73,7 +73,18 @@ from std_srvs.srv import SetBool, Trigger
 from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, per_period, result, spin
+from whole_body_control.ros.params import (
+    INF,
+    REALTIME_PRIORITY,
+    LogThrottle,
+    Param,
+    Ring,
+    declare,
+    per_period,
+    quantiles,
+    result,
+    spin,
+)
 from whole_body_control.ros.qos import COMMAND_QOS, STATE_QOS
 from whole_body_control.sim import SimConfig, Simulation
 from whole_body_control.sim.fall import FallDetector
@@ -239,7 +250,7 @@ class MujocoBridge(Node):
         self.steps = 0  # control periods
         self.deadline_misses = 0
         self.rejected = 0
-        self.round_trips: list[float] = []  # [s] lockstep: state -> next command; real time: state -> its answer
+        self.round_trips = Ring(5000)  # [s] lockstep: state -> next command; real time: state -> its answer
         self.published_wall: dict[int, float] = {}  # real time: stamp -> wall time published (recent states)
         self.wall_start: float | None = None
         self.fall = FallDetector(self.robot)
@@ -529,7 +540,7 @@ class MujocoBridge(Node):
     def status(self) -> dict:
         q = self.sim.q
         wall = time.perf_counter() - self.wall_start if self.wall_start else 0.0
-        rt = np.array(self.round_trips[-5000:]) * 1e3
+        rt_median, rt_p99 = quantiles(self.round_trips.values() * 1e3, (0.5, 0.99))
         return {
             "time": self.sim.time,
             "steps": self.steps,
@@ -547,8 +558,8 @@ class MujocoBridge(Node):
             "damped_periods": self.timeout.damped_periods,
             "damping": self.damping,
             "rejected_commands": self.rejected,
-            "round_trip_ms_median": float(np.median(rt)) if rt.size else None,
-            "round_trip_ms_p99": float(np.percentile(rt, 99)) if rt.size else None,
+            "round_trip_ms_median": rt_median,
+            "round_trip_ms_p99": rt_p99,
             "base_pose": [float(x) for x in q[:7]],
         }
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -256,3 +257,31 @@ def spin(node_class, args=None) -> None:
         code = 2  # the node stopped itself on a configuration error it logged
     if code:
         sys.exit(code)
+
+
+def quantiles(values: np.ndarray, fractions: tuple[float, ...]) -> list[float | None]:
+    """Nearest-rank quantiles of ``values`` by one partial sort: the diagnostics of the
+    1 kHz nodes run inside their loops, and ``np.median`` with ``np.percentile`` on 4096
+    samples cost ten times more.  None for each when ``values`` is empty."""
+    if not values.size:
+        return [None] * len(fractions)
+    ranks = [int(round(f * (values.size - 1))) for f in fractions]
+    part = np.partition(values, ranks)
+    return [float(part[k]) for k in ranks]
+
+
+class Ring:
+    """The last ``size`` values of a series, in a preallocated array (a 1 kHz node appends one
+    a period)."""
+
+    def __init__(self, size: int):
+        self._data = np.zeros(int(size))
+        self.count = 0
+
+    def append(self, value: float) -> None:
+        self._data[self.count % self._data.size] = value
+        self.count += 1
+
+    def values(self) -> np.ndarray:
+        """The kept values (in no particular order)."""
+        return self._data[: min(self.count, self._data.size)]
