@@ -102,6 +102,11 @@ class Command:
 
 SOLVE_WORKERS = ("none", "thread", "process")
 
+# [ns] the oldest plan a real-time stage holds while its successor is late (then damping).
+# At 35 ms (four expiries at 1 kHz) G1 walking on the loaded 2-core machine was damped and
+# re-armed seven times in 2 s and fell; solves come back within a few ms otherwise
+LATE_PLAN_LIMIT_NS = 100_000_000
+
 # what ControlStage.cycle takes as the walking reference: the reference, a function that
 # samples it (called only when a solve uses it), or None (the controller's own, standing)
 Reference = WalkerReference | Callable[[], WalkerReference] | None
@@ -273,8 +278,8 @@ class ControlStage:
         self._plan_expires_ns = (2 * self.config.solve_every + 0.5) * self.period_ns  # then solved at once
         # ... unless (real time: solve_wait 0, a worker) it is held while the next solve runs:
         # the command loop never waits for one (the robot would hold the last command
-        # meanwhile), up to this age
-        self._plan_limit_ns = 4 * self._plan_expires_ns
+        # meanwhile, unsupervised), up to this age; then damping until the worker answers
+        self._plan_limit_ns = max(4 * self._plan_expires_ns, LATE_PLAN_LIMIT_NS)
         self.late_plans = 0  # states answered from a plan past _plan_expires_ns (real time)
         self._generation = 0  # a damping or reset makes a plan in flight obsolete
         kind = self.config.solve_worker if self.config.solve_every > 1 else "none"
