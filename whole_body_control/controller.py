@@ -55,6 +55,7 @@ SIDES = ("left", "right")
 # task's gains (30, 11) let the light wrist joints swing away as the hanging robot sways.
 AIRBORNE_KP = 100.0  # [1/s^2]
 AIRBORNE_KD = 20.0  # [1/s]
+HIP_GAIN = 2.0  # [-] the hip strategy's DCM feedback: CMP = DCM + HIP_GAIN (DCM - reference DCM)
 
 
 class ReferenceRejected(WbcError, ValueError):
@@ -277,6 +278,7 @@ class WholeBodyController:
         self._last_wrenches: dict[str, np.ndarray] | None = None
         self._polygon_cache: tuple | None = None
         self._guard_cache: tuple | None = None
+        self._hip: np.ndarray | None = None  # this tick's hip strategy CoM acceleration [m/s^2] (see _guard_com)
         self._last_out: np.ndarray | None = None  # torques of the last tick, whatever its status
         self.reset(robot.q_ref)
         self._com_z0 = float(self.state.com[2] - self._ground_height())  # reference CoM height [m]
@@ -547,6 +549,7 @@ class WholeBodyController:
             warnings.append(f"CoM reference height {task.pos[2]:.3g} m clamped to {z_max:.3g} m")
             task.pos = task.pos.copy()
             task.pos[2] = z_max
+        self._hip = None  # the hip strategy's CoM acceleration [m/s^2], set below when the ZMP saturates
         acc = task.desired_acceleration(st)
         active = [c for c in self.contacts.values() if c.active]
         if not active:
@@ -570,7 +573,32 @@ class WholeBodyController:
             target = geometry.closest_point(poly, zmp)
             warnings.append("CoM acceleration limited: its ZMP would leave the support polygon")
             acc[:2] = (st.com[:2] - target) * lift / height
+            if task.config.hip_acc > 0.0 and len(active) == len(self.contacts):
+                self._hip = self._hip_strategy(task, lift / height, normals, offsets, poly)
         return acc
+
+    def _hip_strategy(self, task: ComTask, omega2: float, normals, offsets, poly) -> np.ndarray | None:
+        """The horizontal CoM acceleration [m/s^2] asked of the centroidal angular
+        momentum while the guard holds the ZMP on the support polygon, or None.
+
+        A DCM feedback ``cmp = xi + HIP_GAIN (xi - xi_ref)`` (``xi = c + v / omega``,
+        ``xi_ref`` the CoM reference's) gives the centroidal moment pivot that would
+        bring the DCM back; the part of it beyond the polygon, ``omega^2`` times the
+        distance, is what the ZMP cannot give (norm at most ``hip_acc``).  The PD's
+        whole deficit instead (its gains ask for a ZMP 9 cm ahead per cm of CoM error)
+        kept the upper body turning long after the DCM was back inside.
+        """
+        st = self.state
+        omega = math.sqrt(omega2)
+        dcm = st.com[:2] + st.vcom[:2] / omega
+        ref = task.pos[:2] + task.vel[:2] / omega
+        cmp = dcm + HIP_GAIN * (dcm - ref)
+        if not (normals.dot(cmp) > offsets).any():
+            return None
+        hip = (geometry.closest_point(poly, cmp) - cmp) * omega2
+        norm = float(np.hypot(hip[0], hip[1]))
+        hip_max = task.config.hip_acc
+        return hip * (hip_max / norm) if norm > hip_max else hip
 
     def _guard_foot(self, task: FrameTask, warnings: list[str]) -> FrameReference:
         """The swing foot's reference, its position clamped to the leg's reach from the base.
@@ -759,9 +787,11 @@ class WholeBodyController:
                     continue
                 if isinstance(task, FrameTask) and task.side is not None and self.contacts[task.side].active:
                     continue  # the contact constraint holds this foot
+                if self._hip is not None and isinstance(task, FrameTask) and task.side is None:
+                    continue  # the hip strategy turns the upper body: its attitude tasks wait
                 if isinstance(task, ComTask):
                     acc = self._guard_com(task, warnings, ground, com_height)
-                    A_a, b = task.rows(st, acc, com_height if n_active else None)
+                    A_a, b = task.rows(st, acc, com_height if n_active else None, self._hip)
                 elif isinstance(task, FrameTask) and task.side is not None:
                     A_a, b = task.rows(st, self._guard_foot(task, warnings))
                 else:
