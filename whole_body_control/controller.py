@@ -279,6 +279,7 @@ class WholeBodyController:
         self._polygon_cache: tuple | None = None
         self._guard_cache: tuple | None = None
         self._hip: np.ndarray | None = None  # this tick's hip strategy CoM acceleration [m/s^2] (see _guard_com)
+        self._bound_attitude = False  # this tick bounds the attitude tasks' angular acceleration (see _build)
         self._last_out: np.ndarray | None = None  # torques of the last tick, whatever its status
         self.reset(robot.q_ref)
         self._com_z0 = float(self.state.com[2] - self._ground_height())  # reference CoM height [m]
@@ -346,6 +347,7 @@ class WholeBodyController:
         for c in self.contacts.values():
             c.active, c._ramp_kind, c._ramp_start = True, None, None
         self._polygon_cache = None
+        self._bound_attitude = False
         self._guard_cache = None
         self._airborne: np.ndarray | None = None
         for task in self.tasks.values():
@@ -773,6 +775,10 @@ class WholeBodyController:
             r += Contact6D.N_ROWS
         lower[r:], upper[r:] = self._acceleration_bounds()
         # Task levels.
+        # The attitude tasks' angular acceleration is bounded in double support (the hip
+        # strategy's return; already during a push: Talos's 0.35 m/s forward push fell
+        # with the bound only after the hip strategy), never while walking on one foot.
+        self._bound_attitude = n_active == len(contacts)
         ground = self._ground_height()
         com_height = max(st.com[2] - ground, 1e-3)  # above the lowest sole in contact [m]
         levels = []
@@ -794,6 +800,8 @@ class WholeBodyController:
                     A_a, b = task.rows(st, acc, com_height if n_active else None, self._hip)
                 elif isinstance(task, FrameTask) and task.side is not None:
                     A_a, b = task.rows(st, self._guard_foot(task, warnings))
+                elif isinstance(task, FrameTask) and self._bound_attitude:  # torso, base
+                    A_a, b = task.rows(st, bounded=True)
                 else:
                     A_a, b = task.rows(st)
                 A = self._task_buffer(task.name, A_a.shape[0])

@@ -126,9 +126,9 @@ class ComTask(Task):
 class FrameTask(Task):
     """SE3 placement of a frame; ``mask`` keeps a subset of (x, y, z, roll, pitch, yaw).
 
-    With ``config.max_ang_acc`` the angular rows ask for at most that norm [rad/s^2]
-    (the PD and feed-forward together, before the drift): a large attitude error, as
-    after the hip strategy, comes back without a burst of angular momentum.
+    With ``bounded`` and ``config.max_ang_acc`` the angular rows ask for at most that
+    norm [rad/s^2] (the PD and feed-forward together, before the drift): the large
+    attitude error the hip strategy leaves comes back without a burst of angular momentum.
     """
 
     def __init__(self, name: str, config: TaskConfig, frame_id: int, reference: FrameReference):
@@ -151,8 +151,9 @@ class FrameTask(Task):
         e[3:] = pin.log3(ref.rot @ oMf.rotation.T)
         return e
 
-    def rows(self, state: RobotState, reference: FrameReference | None = None):
-        """Rows for ``reference`` (default: the task's own)."""
+    def rows(self, state: RobotState, reference: FrameReference | None = None, bounded: bool = False):
+        """Rows for ``reference`` (default: the task's own); ``bounded``: the angular
+        acceleration asked for is at most ``config.max_ang_acc``."""
         ref = self.reference if reference is None else reference
         fid = self.frame_id
         oMf = state.placement(fid)
@@ -162,7 +163,7 @@ class FrameTask(Task):
         # (ndarray.dot: numpy's ``@`` costs several times more on 3 x 3 operands)
         ang = ref.ang_acc + self.kp * pin.log3(ref.rot.dot(oMf.rotation.T)) + self.kd * (ref.ang_vel - vel[3:])
         limit = self.config.max_ang_acc
-        if limit > 0.0:
+        if bounded and limit > 0.0:
             norm = float(np.linalg.norm(ang))
             if norm > limit:
                 ang *= limit / norm
