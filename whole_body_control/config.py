@@ -43,8 +43,8 @@ class TaskConfig:
     strategy.  Only in double support; meanwhile the frame tasks other than the
     feet (torso and base attitude) are left out, so that the upper body turns.
     0 turns it off; the ZMP stays on the polygon either way.
-    ``max_ang_acc`` [rad/s^2] (frame tasks): bound on the angular acceleration the
-    task asks for (0: none).
+    ``max_ang_acc`` [rad/s^2] (frame tasks other than the feet): bound on the angular
+    acceleration the task asks for in double support (0: none); never on one foot.
     """
 
     type: TaskType
