@@ -25,6 +25,31 @@ def test_talos_survives_a_lateral_push():
     assert not s["fell"], s["fall_reason"]
 
 
+@pytest.mark.parametrize("name", ["talos", "g1"])
+def test_standing_forward_push_of_0_35_survived_with_the_hip_strategy_only(name):
+    """Issue 13: a forward push of 0.35 m/s while standing.  With the ZMP rows alone both
+    robots fall (the ZMP on the toes cannot stop the DCM); the hip strategy (``hip_acc``
+    on the CoM task) saves it without a single damping tick."""
+    import dataclasses
+
+    from whole_body_control.config import wbc_config_for
+    from whole_body_control.controller import WholeBodyController
+
+    robot = load_robot(name)
+    config = wbc_config_for(robot)
+    assert config.levels["balance"].tasks["com"].hip_acc > 0.0
+    s = run_stand(robot, 3.0, push_dv=(0.35, 0.0), push_at=1.0)
+    assert not s["fell"], s["fall_reason"]
+    assert s["statuses"].get("damping", 0) == 0, s["statuses"]
+    balance = config.levels["balance"]
+    off = dataclasses.replace(
+        balance, tasks={**balance.tasks, "com": dataclasses.replace(balance.tasks["com"], hip_acc=0.0)}
+    )
+    ctrl = WholeBodyController(robot, dataclasses.replace(config, levels={**config.levels, "balance": off}))
+    s_off = run_stand(robot, 3.0, push_dv=(0.35, 0.0), push_at=1.0, controller=ctrl)
+    assert s_off["fell"]
+
+
 def run_cli(*args):
     out = subprocess.run(
         [sys.executable, "-m", "whole_body_control.cli", *args], capture_output=True, text=True, timeout=300

@@ -6,6 +6,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
+from whole_body_control import geometry
 from whole_body_control.config import LevelConfig, TaskConfig, WbcConfig, load_wbc_config
 from whole_body_control.controller import Reference, WholeBodyController
 from whole_body_control.errors import ConfigError
@@ -187,6 +188,65 @@ def test_com_task_zmp_rows_keep_the_zmp_while_the_arms_swing(zmp):
     else:
         assert np.linalg.norm(com_acc[:2]) < 1e-4
         assert np.linalg.norm(p - st.com[:2]) > 5e-3
+
+
+def _with_com_hip(config: WbcConfig, hip_acc: float) -> WbcConfig:
+    """``config`` with ``hip_acc`` on its ``com`` task (wherever its level)."""
+    levels = {}
+    for name, level in config.levels.items():
+        tasks = {k: dataclasses.replace(t, hip_acc=hip_acc) if k == "com" else t for k, t in level.tasks.items()}
+        levels[name] = dataclasses.replace(level, tasks=tasks)
+    return dataclasses.replace(config, levels=levels)
+
+
+def test_hip_strategy_turns_the_upper_body_while_the_zmp_stays_on_the_edge():
+    """Talos standing, the whole body moving forward at 0.5 m/s: the DCM is 15 cm ahead,
+    beyond the toes.  Without the hip strategy the guard puts the ZMP on the polygon's
+    front edge and the CoM decelerates as much as that allows; with it the ZMP stays on
+    the same edge, the CoM decelerates by ``hip`` more and the angular momentum rate
+    makes up the difference (``x_ddot + L_dot_y / (m h)`` unchanged), with the torso and
+    base attitude tasks left out of the tick."""
+    robot = load_robot("talos", fresh=False)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    v[0] = 0.5
+    base = load_wbc_config(robot=robot.name)
+    out = {}
+    for hip_acc in (0.0, 3.5):
+        ctrl = WholeBodyController(robot, _with_com_hip(base, hip_acc))
+        ctrl.reset(q, v)
+        result = ctrl.cycle(q, v)
+        assert result.status == "ok", result.reason
+        assert independent_dynamics_residual(robot, q, v, result) < 1e-6
+        st = ctrl.state
+        z0 = min(st.placement(fid).translation[2] for fid in robot.foot_frame_ids.values())
+        h = st.com[2] - z0
+        com_acc = st.Jcom @ result.a + st.com_drift
+        L_dot = st.Ag[3:] @ result.a + st.hg_drift[3:]
+        zmp = _contact_zmp(robot, q, result.wrenches, z0)
+        _, _, guard_polygon = ctrl._guard_polygon()
+        assert abs(geometry.signed_distance(guard_polygon, zmp)) < 0.01  # at the front edge
+        assert zmp[0] > st.com[0] + 0.05
+        out[hip_acc] = (com_acc, L_dot, ctrl._hip, result, robot.mass * h, zmp)
+    com0, L0, hip0, res0, mh, zmp0 = out[0.0]
+    com1, L1, hip1, res1, _, zmp1 = out[3.5]
+    assert np.linalg.norm(zmp1 - zmp0) < 2e-3  # the same ZMP with and without the hip strategy
+    assert hip0 is None and "torso" in res0.task_residuals
+    assert hip1 is not None and "torso" not in res1.task_residuals and "base" not in res1.task_residuals
+    assert hip1[0] < -1.0 and abs(np.linalg.norm(hip1) - 3.5) < 1e-9  # capped at hip_acc
+    # the ZMP rows' combination is the same (the ZMP is where the guard put it) ...
+    assert abs((com1[0] + L1[1] / mh) - (com0[0] + L0[1] / mh)) < 0.02
+    # ... and the CoM decelerates more, by at least half of ``hip`` (in this first tick
+    # the level's constraints hold the rest back), the angular momentum rate making up for it
+    assert com1[0] - com0[0] < 0.5 * hip1[0]
+    assert L1[1] - L0[1] == pytest.approx(-mh * (com1[0] - com0[0]), rel=0.05)
+
+
+def test_hip_strategy_config_is_validated():
+    with pytest.raises(ConfigError, match="hip_acc"):
+        TaskConfig(type="com", kp=1.0, hip_acc=2.0).validate()
+    with pytest.raises(ConfigError, match="max_ang_acc"):
+        TaskConfig(type="com", kp=1.0, max_ang_acc=2.0).validate()
+    TaskConfig(type="com", kp=1.0, zmp=True, hip_acc=2.0).validate()
 
 
 def test_config_errors_name_file_key_and_suggestion(tmp_path):

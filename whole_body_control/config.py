@@ -36,6 +36,15 @@ class TaskConfig:
     the acceleration implies without angular momentum (see
     :class:`whole_body_control.tasks.ComTask`); False asks for the acceleration
     alone.
+    ``hip_acc`` [m/s^2] (CoM tasks with ``zmp``): while the controller's guard moves
+    the ZMP the CoM acceleration implies onto the support polygon, the horizontal
+    CoM acceleration it took away, up to this norm, is asked for as well, so that the
+    centroidal angular momentum (the upper body) gives what the ZMP cannot: the hip
+    strategy.  Only in double support; meanwhile the frame tasks other than the
+    feet (torso and base attitude) are left out, so that the upper body turns.
+    0 turns it off; the ZMP stays on the polygon either way.
+    ``max_ang_acc`` [rad/s^2] (frame tasks other than the feet): bound on the angular
+    acceleration the task asks for in double support (0: none); never on one foot.
     """
 
     type: TaskType
@@ -45,6 +54,8 @@ class TaskConfig:
     frame: str | None = None
     mask: tuple[bool, bool, bool, bool, bool, bool] = (True, True, True, True, True, True)
     zmp: bool = False
+    hip_acc: float = field(default=0.0, metadata={"ge": 0.0})
+    max_ang_acc: float = field(default=0.0, metadata={"ge": 0.0})
 
     def validate(self) -> None:
         if self.type == "frame" and not self.frame:
@@ -53,6 +64,10 @@ class TaskConfig:
             raise ConfigError(f"'frame' is only for tasks of type 'frame', not '{self.type}'")
         if self.type != "com" and self.zmp:
             raise ConfigError(f"'zmp' is only for tasks of type 'com', not '{self.type}'")
+        if self.hip_acc > 0.0 and not self.zmp:
+            raise ConfigError(f"'hip_acc' ({self.hip_acc}) needs 'zmp: true' on a task of type 'com'")
+        if self.type != "frame" and self.max_ang_acc > 0.0:
+            raise ConfigError(f"'max_ang_acc' is only for tasks of type 'frame', not '{self.type}'")
         if not any(self.mask):
             raise ConfigError("'mask' selects no axis")
 

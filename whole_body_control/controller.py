@@ -55,6 +55,8 @@ SIDES = ("left", "right")
 # task's gains (30, 11) let the light wrist joints swing away as the hanging robot sways.
 AIRBORNE_KP = 100.0  # [1/s^2]
 AIRBORNE_KD = 20.0  # [1/s]
+HIP_GAIN = 2.0  # [-] the hip strategy's DCM feedback: CMP = DCM + HIP_GAIN (DCM - reference DCM)
+STANDING_SPEED = 1e-3  # [m/s] a CoM reference slower than this (both feet down) is standing
 
 
 class ReferenceRejected(WbcError, ValueError):
@@ -277,6 +279,8 @@ class WholeBodyController:
         self._last_wrenches: dict[str, np.ndarray] | None = None
         self._polygon_cache: tuple | None = None
         self._guard_cache: tuple | None = None
+        self._hip: np.ndarray | None = None  # this tick's hip strategy CoM acceleration [m/s^2] (see _guard_com)
+        self._bound_attitude = False  # this tick bounds the attitude tasks' angular acceleration (see _build)
         self._last_out: np.ndarray | None = None  # torques of the last tick, whatever its status
         self.reset(robot.q_ref)
         self._com_z0 = float(self.state.com[2] - self._ground_height())  # reference CoM height [m]
@@ -344,6 +348,7 @@ class WholeBodyController:
         for c in self.contacts.values():
             c.active, c._ramp_kind, c._ramp_start = True, None, None
         self._polygon_cache = None
+        self._bound_attitude = False
         self._guard_cache = None
         self._airborne: np.ndarray | None = None
         for task in self.tasks.values():
@@ -547,6 +552,7 @@ class WholeBodyController:
             warnings.append(f"CoM reference height {task.pos[2]:.3g} m clamped to {z_max:.3g} m")
             task.pos = task.pos.copy()
             task.pos[2] = z_max
+        self._hip = None  # the hip strategy's CoM acceleration [m/s^2], set below when the ZMP saturates
         acc = task.desired_acceleration(st)
         active = [c for c in self.contacts.values() if c.active]
         if not active:
@@ -570,7 +576,38 @@ class WholeBodyController:
             target = geometry.closest_point(poly, zmp)
             warnings.append("CoM acceleration limited: its ZMP would leave the support polygon")
             acc[:2] = (st.com[:2] - target) * lift / height
+            if task.config.hip_acc > 0.0 and self._standing(task, len(active)):
+                self._hip = self._hip_strategy(task, lift / height, normals, offsets, poly)
         return acc
+
+    def _standing(self, task: ComTask, n_active: int) -> bool:
+        """Both feet in contact and the CoM reference at rest: where the hip strategy and the
+        attitude tasks' bounded return act.  In every double support instead, G1's walk with
+        a 0.25 m/s lateral push fell (7/20 steps: the walk's double supports after it)."""
+        return n_active == len(self.contacts) and float(np.hypot(task.vel[0], task.vel[1])) < STANDING_SPEED
+
+    def _hip_strategy(self, task: ComTask, omega2: float, normals, offsets, poly) -> np.ndarray | None:
+        """The horizontal CoM acceleration [m/s^2] asked of the centroidal angular
+        momentum while the guard holds the ZMP on the support polygon, or None.
+
+        A DCM feedback ``cmp = xi + HIP_GAIN (xi - xi_ref)`` (``xi = c + v / omega``,
+        ``xi_ref`` the CoM reference's) gives the centroidal moment pivot that would
+        bring the DCM back; the part of it beyond the polygon, ``omega^2`` times the
+        distance, is what the ZMP cannot give (norm at most ``hip_acc``).  The PD's
+        whole deficit instead (its gains ask for a ZMP 9 cm ahead per cm of CoM error)
+        kept the upper body turning long after the DCM was back inside.
+        """
+        st = self.state
+        omega = math.sqrt(omega2)
+        dcm = st.com[:2] + st.vcom[:2] / omega
+        ref = task.pos[:2] + task.vel[:2] / omega
+        cmp = dcm + HIP_GAIN * (dcm - ref)
+        if not (normals.dot(cmp) > offsets).any():
+            return None
+        hip = (geometry.closest_point(poly, cmp) - cmp) * omega2
+        norm = float(np.hypot(hip[0], hip[1]))
+        hip_max = task.config.hip_acc
+        return hip * (hip_max / norm) if norm > hip_max else hip
 
     def _guard_foot(self, task: FrameTask, warnings: list[str]) -> FrameReference:
         """The swing foot's reference, its position clamped to the leg's reach from the base.
@@ -745,6 +782,11 @@ class WholeBodyController:
             r += Contact6D.N_ROWS
         lower[r:], upper[r:] = self._acceleration_bounds()
         # Task levels.
+        # The attitude tasks' angular acceleration is bounded in double support (the hip
+        # strategy's return; already during a push: Talos's 0.35 m/s forward push fell
+        # with the bound only after the hip strategy), never while walking on one foot.
+        com = self.com_task
+        self._bound_attitude = com is not None and self._standing(com, n_active)
         ground = self._ground_height()
         com_height = max(st.com[2] - ground, 1e-3)  # above the lowest sole in contact [m]
         levels = []
@@ -759,11 +801,15 @@ class WholeBodyController:
                     continue
                 if isinstance(task, FrameTask) and task.side is not None and self.contacts[task.side].active:
                     continue  # the contact constraint holds this foot
+                if self._hip is not None and isinstance(task, FrameTask) and task.side is None:
+                    continue  # the hip strategy turns the upper body: its attitude tasks wait
                 if isinstance(task, ComTask):
                     acc = self._guard_com(task, warnings, ground, com_height)
-                    A_a, b = task.rows(st, acc, com_height if n_active else None)
+                    A_a, b = task.rows(st, acc, com_height if n_active else None, self._hip)
                 elif isinstance(task, FrameTask) and task.side is not None:
                     A_a, b = task.rows(st, self._guard_foot(task, warnings))
+                elif isinstance(task, FrameTask) and self._bound_attitude:  # torso, base
+                    A_a, b = task.rows(st, bounded=True)
                 else:
                     A_a, b = task.rows(st)
                 A = self._task_buffer(task.name, A_a.shape[0])

@@ -73,6 +73,12 @@ class ComTask(Task):
     the angular momentum ``L``, the ZMP stays at ``p`` and the CoM moves as
     the momentum requires, instead of the ZMP moving to keep the CoM on its
     LIPM acceleration.
+
+    The hip strategy: given ``hip`` (the horizontal CoM acceleration [m/s^2]
+    the ZMP could not give, see ``TaskConfig.hip_acc``), two more rows ask for
+    ``(x_ddot, y_ddot) = acc[:2] + hip``.  With the ZMP rows above that asks the
+    angular momentum rate for ``L_dot_y = -m h hip_x``, ``L_dot_x = m h hip_y``:
+    the ZMP stays at ``p`` and the upper body makes the rest.
     """
 
     def __init__(self, name: str, config: TaskConfig, com: np.ndarray):
@@ -90,14 +96,26 @@ class ComTask(Task):
     def desired_acceleration(self, state: RobotState) -> np.ndarray:
         return self.acc + self.kp * (self.pos - state.com) + self.kd * (self.vel - state.vcom)
 
-    def rows(self, state: RobotState, acc: np.ndarray | None = None, height: float | None = None):
+    def rows(
+        self,
+        state: RobotState,
+        acc: np.ndarray | None = None,
+        height: float | None = None,
+        hip: np.ndarray | None = None,
+    ):
         if acc is None:
             acc = self.desired_acceleration(state)
         b = acc - state.com_drift
         if not self.config.zmp or height is None:
             return state.Jcom, b
         mh = state.robot.mass * height
-        A = state.Jcom.copy()
+        if hip is None:
+            A = state.Jcom.copy()
+        else:
+            A = np.empty((5, state.Jcom.shape[1]))
+            A[:3] = state.Jcom
+            A[3:] = state.Jcom[:2]
+            b = np.concatenate((b, b[:2] + hip))
         A[0] += state.Ag[4] / mh
         A[1] -= state.Ag[3] / mh
         b[0] -= state.hg_drift[4] / mh
@@ -106,7 +124,12 @@ class ComTask(Task):
 
 
 class FrameTask(Task):
-    """SE3 placement of a frame; ``mask`` keeps a subset of (x, y, z, roll, pitch, yaw)."""
+    """SE3 placement of a frame; ``mask`` keeps a subset of (x, y, z, roll, pitch, yaw).
+
+    With ``bounded`` and ``config.max_ang_acc`` the angular rows ask for at most that
+    norm [rad/s^2] (the PD and feed-forward together, before the drift): the large
+    attitude error the hip strategy leaves comes back without a burst of angular momentum.
+    """
 
     def __init__(self, name: str, config: TaskConfig, frame_id: int, reference: FrameReference):
         super().__init__(name, config)
@@ -128,8 +151,9 @@ class FrameTask(Task):
         e[3:] = pin.log3(ref.rot @ oMf.rotation.T)
         return e
 
-    def rows(self, state: RobotState, reference: FrameReference | None = None):
-        """Rows for ``reference`` (default: the task's own)."""
+    def rows(self, state: RobotState, reference: FrameReference | None = None, bounded: bool = False):
+        """Rows for ``reference`` (default: the task's own); ``bounded``: the angular
+        acceleration asked for is at most ``config.max_ang_acc``."""
         ref = self.reference if reference is None else reference
         fid = self.frame_id
         oMf = state.placement(fid)
@@ -138,6 +162,11 @@ class FrameTask(Task):
         J = state.jacobian(fid)
         # (ndarray.dot: numpy's ``@`` costs several times more on 3 x 3 operands)
         ang = ref.ang_acc + self.kp * pin.log3(ref.rot.dot(oMf.rotation.T)) + self.kd * (ref.ang_vel - vel[3:])
+        limit = self.config.max_ang_acc
+        if bounded and limit > 0.0:
+            norm = float(np.linalg.norm(ang))
+            if norm > limit:
+                ang *= limit / norm
         ang -= drift[3:]
         if self._angular_only:
             return J[3:], ang

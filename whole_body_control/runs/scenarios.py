@@ -288,6 +288,26 @@ def push_lateral_double_support(robot, out_dir) -> dict:
     return {**figures, "push_dv_mps": 0.25, "com_deviation_peak_m": round(peak["com_dev"], 4)}
 
 
+STANDING_PUSHES = {"forward": (0.35, 0.0), "sideways": (0.0, 0.35)}  # issue 13: >= 0.35 m/s standing, [m/s]
+
+
+def push_standing(robot, out_dir) -> dict:
+    """Standing, one run per direction of :data:`STANDING_PUSHES` (push at 1 s, 3 s run): no
+    fall and no damping tick in any (the hip strategy while the ZMP is on the sole edges)."""
+    from whole_body_control.runs.runner import run_stand
+
+    runs = {}
+    for direction, dv in STANDING_PUSHES.items():
+        sub = None if out_dir is None else Path(out_dir) / direction
+        runs[direction] = _stand_figures(run_stand(robot, 3.0, push_dv=dv, push_at=1.0, out_dir=sub))
+    return {
+        "passed": all(r["passed"] for r in runs.values()),
+        "figure": "; ".join(f"{d} {STANDING_PUSHES[d]} m/s: {r['figure']}" for d, r in runs.items()),
+        "runs": runs,
+        "simulated_s": sum(r["simulated_s"] for r in runs.values()),
+    }
+
+
 SS_PUSH_DIRECTIONS = ("forward", "backward", "swing", "stance")  # in single support, relative to the walk
 
 
@@ -781,6 +801,7 @@ SCENARIOS: list[Scenario] = [
         "walk_push_random", random_pushes(), what=f"{RANDOM_PUSH_WALKS} seeded walks, random push {RANDOM_PUSH_DV} m/s"
     ),
     Scenario("push_forward_max", push_forward_search, what="largest forward push survived, standing"),
+    Scenario("push_standing_0.35", push_standing, what="standing pushes of 0.35 m/s, forward and sideways"),
     Scenario("overload", overload, fast=True, what="sustained 0.5 m g push: fall detected, damping"),
     Scenario("mass_x0.9", masses(factor=0.9), what="link masses x0.9 (walk)"),
     Scenario("mass_x1.1", masses(factor=1.1), what="link masses x1.1 (walk)"),
@@ -1094,6 +1115,17 @@ def _ros_push_lateral(robot, opts):
     return {**figures, "push_dv_mps": 0.25}
 
 
+def _ros_push_standing(robot, opts):
+    runs = {}
+    for direction, dv in STANDING_PUSHES.items():
+        runs[direction] = _ros_stand_figures(_ros_run(robot, opts, 3.0, pushes=[_push(robot, 1.0, dv)]))
+    return {
+        "passed": all(r["passed"] for r in runs.values()),
+        "figure": "; ".join(f"{d} {STANDING_PUSHES[d]} m/s: {r['figure']}" for d, r in runs.items()),
+        "runs": runs,
+    }
+
+
 def _ros_push_inward(robot, opts, dv: float = 0.22):
     plan = walk_plan(robot, SHORT_WALK)
     k = next(i for i, t in enumerate(plan.lift_off) if t >= 2.0)  # the first single support after 2 s
@@ -1196,6 +1228,7 @@ ROS_RUNS: dict[str, Callable] = {
     "push_lateral_ds": _ros_push_lateral,
     "push_inward_ss": _ros_push_inward,
     "push_forward_max": _ros_push_forward_search,
+    "push_standing_0.35": _ros_push_standing,
     "walk_push_lateral_0.25": _ros_walk_push((0.0, 0.25), 4.0),
     "walk_push_lateral_0.5": _ros_walk_push((0.0, 0.5), 4.0),
     "overload": _ros_overload,
