@@ -280,7 +280,7 @@ class WholeBodyController:
         self._polygon_cache: tuple | None = None
         self._guard_cache: tuple | None = None
         self._hip: np.ndarray | None = None  # this tick's hip strategy CoM acceleration [m/s^2] (see _guard_com)
-        self._bound_attitude = False  # this tick bounds the attitude tasks' angular acceleration (see _build)
+        self._standing_tick = False  # standing this tick: the hip strategy and the attitude bound act (see _build)
         self._last_out: np.ndarray | None = None  # torques of the last tick, whatever its status
         self.reset(robot.q_ref)
         self._com_z0 = float(self.state.com[2] - self._ground_height())  # reference CoM height [m]
@@ -348,7 +348,7 @@ class WholeBodyController:
         for c in self.contacts.values():
             c.active, c._ramp_kind, c._ramp_start = True, None, None
         self._polygon_cache = None
-        self._bound_attitude = False
+        self._standing_tick = False
         self._guard_cache = None
         self._airborne: np.ndarray | None = None
         for task in self.tasks.values():
@@ -576,7 +576,7 @@ class WholeBodyController:
             target = geometry.closest_point(poly, zmp)
             warnings.append("CoM acceleration limited: its ZMP would leave the support polygon")
             acc[:2] = (st.com[:2] - target) * lift / height
-            if task.config.hip_acc > 0.0 and self._standing(task, len(active)):
+            if task.config.hip_acc > 0.0 and self._standing_tick:
                 self._hip = self._hip_strategy(task, lift / height, normals, offsets, poly)
         return acc
 
@@ -782,11 +782,12 @@ class WholeBodyController:
             r += Contact6D.N_ROWS
         lower[r:], upper[r:] = self._acceleration_bounds()
         # Task levels.
-        # The attitude tasks' angular acceleration is bounded in double support (the hip
-        # strategy's return; already during a push: Talos's 0.35 m/s forward push fell
-        # with the bound only after the hip strategy), never while walking on one foot.
+        # Standing, the hip strategy may act (_guard_com) and the attitude tasks' angular
+        # acceleration is bounded (the hip strategy's return; already during a push: Talos's
+        # 0.35 m/s forward push fell with the bound only after the hip strategy), never while
+        # walking.
         com = self.com_task
-        self._bound_attitude = com is not None and self._standing(com, n_active)
+        self._standing_tick = com is not None and self._standing(com, n_active)
         ground = self._ground_height()
         com_height = max(st.com[2] - ground, 1e-3)  # above the lowest sole in contact [m]
         levels = []
@@ -808,7 +809,7 @@ class WholeBodyController:
                     A_a, b = task.rows(st, acc, com_height if n_active else None, self._hip)
                 elif isinstance(task, FrameTask) and task.side is not None:
                     A_a, b = task.rows(st, self._guard_foot(task, warnings))
-                elif isinstance(task, FrameTask) and self._bound_attitude:  # torso, base
+                elif isinstance(task, FrameTask) and self._standing_tick:  # torso, base: bounded
                     A_a, b = task.rows(st, bounded=True)
                 else:
                     A_a, b = task.rows(st)
