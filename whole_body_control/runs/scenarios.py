@@ -300,11 +300,15 @@ def push_standing(robot, out_dir) -> dict:
     for direction, dv in STANDING_PUSHES.items():
         sub = None if out_dir is None else Path(out_dir) / direction
         runs[direction] = _stand_figures(run_stand(robot, 3.0, push_dv=dv, push_at=1.0, out_dir=sub))
+    return {**_standing_pushes_figures(runs), "simulated_s": sum(r["simulated_s"] for r in runs.values())}
+
+
+def _standing_pushes_figures(runs: dict[str, dict]) -> dict:
+    """One figure for the runs of :data:`STANDING_PUSHES` (in-process or through the graph)."""
     return {
         "passed": all(r["passed"] for r in runs.values()),
         "figure": "; ".join(f"{d} {STANDING_PUSHES[d]} m/s: {r['figure']}" for d, r in runs.items()),
         "runs": runs,
-        "simulated_s": sum(r["simulated_s"] for r in runs.values()),
     }
 
 
@@ -982,7 +986,6 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
             watch=True,
             walker_params=walker,
             controller_params=modes,
-            bridge_params=kw.pop("bridge_params", None),
             **kw,
         )
     finally:
@@ -1119,11 +1122,7 @@ def _ros_push_standing(robot, opts):
     runs = {}
     for direction, dv in STANDING_PUSHES.items():
         runs[direction] = _ros_stand_figures(_ros_run(robot, opts, 3.0, pushes=[_push(robot, 1.0, dv)]))
-    return {
-        "passed": all(r["passed"] for r in runs.values()),
-        "figure": "; ".join(f"{d} {STANDING_PUSHES[d]} m/s: {r['figure']}" for d, r in runs.items()),
-        "runs": runs,
-    }
+    return _standing_pushes_figures(runs)
 
 
 def _ros_push_inward(robot, opts, dv: float = 0.22):
