@@ -246,7 +246,9 @@ def test_multi_rate_in_a_worker_stands_and_drops_a_plan_overtaken_by_damping(tal
     stage._worker.start()
     for k in range(500):
         cmd = stage.cycle(observe(sim, k * PERIOD_NS))
-        assert not cmd.damping, cmd.reason
+        # a solve process arms in the background (the first state is damped meanwhile)
+        arming = k == 0 and worker == "process" and cmd.reason == "arming: the first solve is running"
+        assert not cmd.damping or arming, cmd.reason
         stage.finish()
         # this loop outruns the clock the stamps stand for: a solve takes 0.5 to 1 ms of wall
         # time, within a period or two of a real 1 kHz loop, but dozens of states here, and a
@@ -300,6 +302,39 @@ def test_real_time_holds_a_plan_that_came_back_expired_instead_of_solving_in_the
     assert jumps > 5 and stage.late_plans >= jumps - 1
     assert in_loop == [0], f"solved in the command loop at {in_loop} (ns)"
     assert sim.base_height() > 0.95 * talos.q_ref[2]
+
+
+def test_real_time_arms_in_the_solve_process_and_never_solves_in_the_loop(talos):
+    """Real time with a solve process: the arming solve (the controller's reset and its
+    first solve, 1.4 to 4 ms) runs in the worker; every state meanwhile gets damping at
+    once, and the arming solve's plan is held from the first state after it came back."""
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_worker="process"))
+    try:
+        stage._worker.start()
+        stage._worker.call = lambda job: pytest.fail(f"solved in the command loop at {job[0].stamp_ns} ns")
+        first = stage.cycle(observe(sim, 0))
+        stage.finish()
+        assert first.damping and first.reason == "arming: the first solve is running"
+        assert np.isfinite(first.tau).all() and not stage.supervisor.armed
+        busy = stage.cycle(observe(sim, PERIOD_NS))  # the worker has not answered (or just did)
+        assert busy.damping or stage.supervisor.armed
+        stage._worker.wait()  # the arming reply: taken in by the next state
+        held = stage.cycle(observe(sim, 2 * PERIOD_NS))
+        stage.finish()
+        assert not held.damping, held.reason
+        assert stage.supervisor.armed and stage._plan is not None and stage._plan.stamp_ns == 0
+        assert any(e.startswith("armed at t = 0.000") for e in stage.supervisor.events)
+        for k in range(3, 300):  # and it stands on from there, every solve in the worker
+            cmd = stage.cycle(observe(sim, k * PERIOD_NS))
+            assert not cmd.damping, cmd.reason
+            stage.finish()
+            stage._worker.wait()  # (this loop outruns the clock: see the test above)
+            sim.step(cmd.tau)
+        assert sim.base_height() > 0.95 * talos.q_ref[2]
+    finally:
+        stage.close()
 
 
 def _waiting_worker_run(talos, worker: str) -> tuple[np.ndarray, list[str]]:

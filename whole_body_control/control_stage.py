@@ -285,6 +285,7 @@ class ControlStage:
         kind = self.config.solve_worker if self.config.solve_every > 1 else "none"
         self._worker = None
         self._time_reset = False  # (process) the next job tells the worker's stage
+        self._arming = False  # (real time, process) a foreground solve is in the worker
         if kind == "thread":
             self._worker = _SolveThread(self._solve)
         elif kind == "process":
@@ -351,16 +352,23 @@ class ControlStage:
         elif plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
             if worker is None:
                 return self._solve(obs, _sampled(reference))
-            if self.config.solve_wait == 0:  # real time: the loop never waits for a solve in flight
-                if not worker.ready():
-                    return self._damping(ns, "waiting for the solve process to start")
-                worker.collect()
-                if not worker.done():  # (a plan past _plan_limit_ns, its successor not back)
-                    age = "" if plan is None else f": the plan is {(ns - plan.stamp_ns) * 1e-6:.1f} ms old"
-                    return self._damping(ns, "the solve is late" + age)
-            worker.wait()  # the controller is not shared between two solves
-            self._submitted_ns = self._solved = self._pending = None
-            return worker.call((obs, _sampled(reference), None))
+            real_time = self.config.solve_wait == 0  # the loop never waits for a solve in flight
+            if real_time and not worker.ready():
+                return self._damping(ns, "waiting for the solve process to start")
+            if real_time and worker.arms_in_background:
+                cmd = self._arm_in_background(obs, reference)
+                if cmd is not None:
+                    return cmd
+                plan = self._plan  # the arming solve's, held from here on
+            else:
+                if real_time:
+                    worker.collect()
+                    if not worker.done():  # (a plan past _plan_limit_ns, its successor not back)
+                        age = "" if plan is None else f": the plan is {(ns - plan.stamp_ns) * 1e-6:.1f} ms old"
+                        return self._damping(ns, "the solve is late" + age)
+                worker.wait()  # the controller is not shared between two solves
+                self._submitted_ns = self._solved = self._pending = None
+                return worker.call((obs, _sampled(reference), None))
         self.last_v[:6] = plan.v_base
         cmd = self._hold(plan, obs)
         if ns - plan.stamp_ns >= self._solve_after_ns and self._submitted_ns is None:
@@ -368,6 +376,30 @@ class ControlStage:
             if worker is not None:
                 self._submitted_ns = ns
         return cmd
+
+    def _arm_in_background(self, obs: Observation, reference: Reference) -> Command | None:
+        """Real time with a solve process: the solve that arms (or re-seeds, or replaces a
+        plan past its limit) runs in the worker like the others, the states meanwhile are
+        damped; None once its plan is in (held from this state on, as a late plan is).
+        Solving it in the command loop made the arming state's command 1.4 to 4 ms late
+        (the controller's reset and the process's first solve): two deadline misses at 500 Hz."""
+        ns = obs.stamp_ns
+        worker = self._worker
+        worker.collect()  # (the arming solve's reply arms the stage: _absorb)
+        if self._submitted_ns is not None:
+            self._take_solved(ns)
+        plan = self._plan
+        if plan is not None and self.supervisor.armed and ns - plan.stamp_ns <= self._plan_limit_ns:
+            return None
+        if not worker.done():
+            if self._arming:
+                return self._damping(ns, "arming: the first solve is running")
+            age = "" if plan is None else f": the plan is {(ns - plan.stamp_ns) * 1e-6:.1f} ms old"
+            return self._damping(ns, "the solve is late" + age)  # (past _plan_limit_ns, its successor not back)
+        self._submitted_ns = self._solved = self._pending = None
+        worker.submit((obs, _sampled(reference), None))  # its reply arms the stage (:meth:`_absorb`)
+        self._arming = True
+        return self._damping(ns, "arming: the first solve is running")
 
     def _late(self, age_ns: int) -> bool:
         """Whether a plan past its expiry is held (real time with a worker, not too old): a
@@ -590,6 +622,7 @@ class ControlStage:
             self._solved = (reply.generation, reply.plan)
             return None
         cmd = reply.command
+        self._arming = False
         if reply.refused:
             return self._damping(cmd.stamp_ns, cmd.reason)
         sup.armed, sup.reason = reply.armed, reply.reason
@@ -690,6 +723,8 @@ class _SolveThread:
 
     ``submit`` hands it a job unless it is busy; ``wait`` blocks until it is idle; an
     exception of a job is kept in ``error`` for the stage (which then damps)."""
+
+    arms_in_background = False  # the arming solve runs on the caller's thread (it writes the stage)
 
     def __init__(self, solve) -> None:
         self._solve = solve

@@ -43,6 +43,8 @@ class SolveProcess:
         absorb: ``(reply) -> Command | None`` applies a reply to the caller's stage.
     """
 
+    arms_in_background = True  # real time: the arming solve's reply is absorbed by collect
+
     def __init__(self, robot, wbc_config, config, sync, absorb) -> None:
         from dataclasses import replace
 
@@ -146,6 +148,25 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
+def warm_up(robot, wbc_config, config, solves: int = 3) -> None:
+    """A few solves of a throwaway stage, standing at the reference posture: a process's
+    first solve pays for first calls (LAPACK, the QP solver, NumPy's dispatch), 0.5 to 2 ms
+    more than the next ones, and the stage that serves the robot should not pay them on
+    the robot's first state."""
+    import numpy as np
+
+    from whole_body_control.control_stage import ControlStage, Observation
+
+    stage = ControlStage(robot, wbc_config, config)
+    q = robot.q_ref
+    imu = (q[3:7].copy(), np.zeros(3), np.array([0.0, 0.0, 9.81]))
+    for k in range(solves):
+        obs = Observation(k * stage.period_ns, q[7:].copy(), np.zeros(robot.na), (), imu, (q[:7].copy(), np.zeros(6)))
+        stage.cycle(obs)
+        stage.finish()
+    stage.close()
+
+
 def _serve(conn, robot, wbc_config, config) -> None:
     """The worker process: build the stage, then answer solves until the pipe closes."""
     import signal
@@ -155,6 +176,7 @@ def _serve(conn, robot, wbc_config, config) -> None:
 
     try:
         stage = ControlStage(robot, wbc_config, config)
+        warm_up(robot, wbc_config, config)
     except Exception as exc:  # noqa: BLE001 - the caller raises it
         conn.send(("error", exc))
         return

@@ -603,6 +603,7 @@ def run_graph(
         "control_rate_hz": final["control_rate_hz"],
         "real_time_factor": final["real_time_factor"],
         "deadline_misses": final["deadline_misses"],
+        "deadline_miss_times_s": final["deadline_miss_times_s"],
         "rejected_commands": final["rejected_commands"],
         "round_trip_ms_median": final["round_trip_ms_median"],
         "round_trip_ms_p99": final["round_trip_ms_p99"],

@@ -163,6 +163,9 @@ PARAMS = [
 ]
 
 
+MISS_TIMES = 200  # deadline misses whose simulated time the status lists
+
+
 class CommandTimeout:
     """Hardware-side command timeout: which effort to apply in each control period.
 
@@ -249,6 +252,7 @@ class MujocoBridge(Node):
         self.last_publish_wall = 0.0
         self.steps = 0  # control periods
         self.deadline_misses = 0
+        self.miss_times: list[float] = []  # [s] simulated time of the first MISS_TIMES misses (where they are)
         self.rejected = 0
         self.round_trips = Ring(5000)  # [s] lockstep: state -> next command; real time: state -> its answer
         self.published_wall: dict[int, float] = {}  # real time: stamp -> wall time published (recent states)
@@ -469,6 +473,8 @@ class MujocoBridge(Node):
                 self.get_logger().error(str(exc))
         if not self.fresh_command:
             self.deadline_misses += 1
+            if len(self.miss_times) < MISS_TIMES:
+                self.miss_times.append(round(now * 1e-9, 4))
         damping = self.timeout.period(self.fresh_command)
         self.fresh_command = False
         if damping and not self.damping:
@@ -552,6 +558,7 @@ class MujocoBridge(Node):
             "control_rate_hz": self.steps / wall if wall > 0 else 0.0,
             "real_time_factor": self.sim.time / wall if wall > 0 else 0.0,
             "deadline_misses": self.deadline_misses,
+            "deadline_miss_times_s": self.miss_times,
             "stepped_on_command": self.stepped_on_command,
             "command_timeout_periods": self.timeout.limit,
             "command_timeouts": self.timeout.timeouts,
