@@ -427,6 +427,16 @@ class ControlStage:
         if solved is not None and solved[0] == self._generation:
             self._plan = solved[1]
 
+    def take_solve_timing(self) -> tuple[float, list[tuple[float, float]]]:
+        """(A solve process) the longest solve since the last call and the slow ones, as
+        the worker timed them: ``(max wall [s], [(wall, CPU) [s], ...])``."""
+        worker = self._worker
+        if worker is None or not hasattr(worker, "slow"):
+            return 0.0, []
+        timing = (worker.max_wall, worker.slow)
+        worker.max_wall, worker.slow = 0.0, []
+        return timing
+
     def worker_ready(self) -> bool:
         """Whether the solves can run (a solve process has started; never blocks)."""
         return self._worker is None or self._worker.ready()

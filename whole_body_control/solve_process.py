@@ -27,8 +27,11 @@ and ends when the pipe closes.  It inherits the caller's scheduling at its start
 from __future__ import annotations
 
 import multiprocessing
+import time
 
 from whole_body_control.errors import WbcError
+
+SLOW_SOLVE_S = 0.01  # [s] a solve whose wall time is longer is kept in SolveProcess.slow
 
 
 class SolveProcess:
@@ -55,6 +58,11 @@ class SolveProcess:
         self._busy = False
         self._ready = False
         self.error: BaseException | None = None
+        # the worker's own timing of its solves (wall and CPU time [s]): the caller reads and
+        # clears ``slow`` and ``max_wall``; a slow solve whose CPU time is short was not run
+        self.solves = 0
+        self.max_wall = 0.0
+        self.slow: list[tuple[float, float]] = []  # over SLOW_SOLVE_S (at most 100 kept)
         inner = replace(config, solve_worker="none")
         self._process = ctx.Process(
             target=_serve, args=(child, robot, wbc_config, inner), name="wbc-solve", daemon=True
@@ -65,11 +73,17 @@ class SolveProcess:
     def _receive(self):
         """The next reply (blocking), checked; a dead worker is an error."""
         try:
-            kind, payload = self._conn.recv()
+            kind, payload, *timing = self._conn.recv()
         except (EOFError, OSError) as exc:
             raise WbcError(f"the solve process ended (exit code {self._process.exitcode})") from exc
         if kind == "error":
             raise payload
+        if timing:
+            wall, cpu = timing[0]
+            self.solves += 1
+            self.max_wall = max(self.max_wall, wall)
+            if wall > SLOW_SOLVE_S and len(self.slow) < 100:
+                self.slow.append((wall, cpu))
         return payload
 
     def start(self) -> None:
@@ -196,7 +210,10 @@ def _serve(conn, robot, wbc_config, config) -> None:
             except Exception:  # noqa: BLE001, S112 - the caller applies the same changes and raises it
                 pass
             continue
+        wall, cpu = time.perf_counter(), time.thread_time()
         try:
-            conn.send(("ok", stage.serve(*message[1:])))
+            reply = stage.serve(*message[1:])
         except Exception as exc:  # noqa: BLE001 - the caller's stage damps on it
             conn.send(("error", exc))
+            continue
+        conn.send(("ok", reply, (time.perf_counter() - wall, time.thread_time() - cpu)))

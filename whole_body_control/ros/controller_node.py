@@ -228,6 +228,7 @@ class ControllerNode(Node):
 
             self.refs = ReferenceBuffer(max_kept=64)  # the walker sends short batches (horizon x rate of them ahead)
         self.refs_received = 0
+        self.solve_ms_max = 0.0  # the solve process's longest solve since the last diagnostics [ms]
         self.pending: tuple[int, bytes] | None = None  # the newest state, not answered yet
         self.pending_since = 0  # node clock [ns] since when states wait unanswered
         self.reference_holds = 0  # ticks that held the walker's last sample (it was late)
@@ -809,6 +810,7 @@ class ControllerNode(Node):
             "damping_commands": self.damping_commands,
             "reference_holds": self.reference_holds,
             "late_plans": self.stage.late_plans,
+            "solve_ms_max": self.solve_ms_max,  # (a solve process) the longest since the last diagnostics
             "command_joints": self.command_joints[:1] + (["..."] if len(self.command_joints) > 1 else []),
             "first_command_s": self.first_command_s,
         }
@@ -821,6 +823,12 @@ class ControllerNode(Node):
         self._diag_next = time.monotonic() + self._diag_period
         if self.pending is not None and self.first_command_s is None:
             self.try_tick()  # a state held back for an input that came since (the solve process)
+        longest, slow = self.stage.take_solve_timing()
+        self.solve_ms_max = longest * 1e3
+        for wall, cpu in slow:
+            if self.throttle("slow solve"):
+                why = "the QP" if cpu > 0.5 * wall else "the solve process waited for a CPU"
+                self.get_logger().warning(f"a solve took {wall * 1e3:.1f} ms (CPU {cpu * 1e3:.1f} ms: {why})")
         diag = self.diagnostics()
         self.diag_pub.publish(String(data=json.dumps(diag, allow_nan=True)))
         level = DiagnosticStatus.OK
