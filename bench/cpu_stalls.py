@@ -118,7 +118,8 @@ def main() -> None:
         ["cpu", "looped_s", "gaps_over_0.5ms", "gaps_over_1ms", "gaps_over_2ms", "per_minute_over_1ms", "max_gap_ms"],
     )
     steal = None if steal0 is None or steal1 is None else (steal1 - steal0) * 1e-6
-    print(f"stalls over 1 ms on every CPU at once: {together}; steal time (/proc/stat): {steal} ms; {rows[0]['policy']}")
+    print(f"stalls over 1 ms on every CPU at once: {together}; steal time (/proc/stat): {steal} ms")
+    print(f"loops under {rows[0]['policy']}")
     print(
         json.dumps(
             {
