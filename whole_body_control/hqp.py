@@ -184,6 +184,7 @@ class HqpSolution:
 
 
 DAQP_INFEASIBLE = -1  # daqp's exit flag for a primal infeasible problem (1: optimal)
+CLEARLY_INFEASIBLE = 1e-3  # a level QP still infeasible with its bounds widened this much fails at once
 
 
 class HierarchicalQP:
@@ -206,6 +207,10 @@ class HierarchicalQP:
         # units) below it: exactly tight rows make proxsuite's infeasibility test misfire.
         self.feasibility_margin = 1e-7
         self.accept_tolerance = 1e-6
+        # a level QP that daqp finds infeasible is solved again with every bound widened
+        # by each of these in turn (row-normalized units), its solution accepted within
+        # twice the widening (a torque or force row: 2e-4 N m or N at most)
+        self.infeasibility_widening = (1e-5, 1e-4)
         self.max_iter = max_iter
         self.regularization = regularization
         self._qps: dict[tuple[int, int, int], proxsuite.proxqp.dense.QP] = {}
@@ -325,6 +330,11 @@ class HierarchicalQP:
             if z is not None:
                 self._remember_active(k, CZ.dot(z), lz, uz)
                 return z, 0, iterations
+            if self._clearly_infeasible(H, g, CZ, lz, uz):
+                # proxsuite would take 5 to 20 ms to say so (G1 walking, level 1)
+                z0 = np.zeros(d)
+                problem = LevelProblem(k + 1, H, g, CZ, lz, uz, z0)
+                raise LevelFailure(k + 1, f"level {k + 1} QP: infeasible (daqp)", problem)
         z0 = Z.T @ (previous[k] - x) if previous is not None and previous[k].shape == x.shape else np.zeros(d)
         qp = self._qp(k, d, CZ.shape[0])
         qp.init(H, g, None, None, CZ, lz, uz, compute_preconditioner=False)
@@ -410,6 +420,13 @@ class HierarchicalQP:
             self._weights[key] = sw
         return sw
 
+    def _clearly_infeasible(self, H, g, CZ, lz, uz) -> bool:
+        """Whether daqp finds the level infeasible even with every bound widened by
+        ``CLEARLY_INFEASIBLE`` (row-normalized units): no fallback can use it then."""
+        w = CLEARLY_INFEASIBLE
+        _, _, flag, _ = daqp.solve(H, g, CZ, np.minimum(uz + w, 1e30), np.maximum(lz - w, -1e30))
+        return flag == DAQP_INFEASIBLE
+
     def _daqp(self, H, g, CZ, lz, uz) -> tuple[np.ndarray | None, int]:
         """The level QP by daqp's dual active-set method: ``(z, iterations)``, or
         ``(None, iterations)`` when it does not end optimal with a finite, feasible
@@ -417,12 +434,13 @@ class HierarchicalQP:
         z, _, flag, info = daqp.solve(H, g, CZ, np.minimum(uz, 1e30), np.maximum(lz, -1e30))
         its = int(info["iterations"])
         tolerance = self.accept_tolerance
-        if flag == DAQP_INFEASIBLE:
-            # Infeasible by a hair (G1 walking: by 1e-6, rows a level above left at their
-            # bound, seen through this level's basis): solved with the bounds widened by
-            # the tolerance an unfinished proxsuite iterate is accepted at.  proxsuite
-            # took 1 to 12 ms on these (435 ms to converge), this 0.05 ms.
-            w = tolerance
+        for w in self.infeasibility_widening:
+            if flag != DAQP_INFEASIBLE:
+                break
+            # Infeasible by a hair (G1 walking: by 1e-6 to 1e-4, rows a level above left
+            # at their bound, seen through this level's basis; proxsuite's iterates met
+            # the bounds to 4e-7 while it declared them infeasible): solved with the bounds
+            # widened.  proxsuite took 1 to 12 ms on these (435 ms to converge), this 0.05 ms.
             z, _, flag, info = daqp.solve(H, g, CZ, np.minimum(uz + w, 1e30), np.maximum(lz - w, -1e30))
             its += int(info["iterations"])
             tolerance = 2.0 * w
