@@ -136,6 +136,10 @@ def fake():
             rclpy.shutdown(context=context)
             procs.stop()
             assert all(p.poll() is not None for _, p, _ in procs.procs)
+            # stopped by SIGINT between two events (diagnostics every 10 ms): exit 0, no traceback
+            for _, p, log in procs.procs:
+                text = log.read_text(errors="replace")
+                assert p.returncode == 0 and "Traceback" not in text and "Exception in" not in text, text[-3000:]
 
 
 def _zero(tau):

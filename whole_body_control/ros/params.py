@@ -191,17 +191,33 @@ def set_realtime_priority(node: Node, priority: int) -> bool:
     return True
 
 
-def spin_executor(executor, context=None) -> None:
-    """Spin until the context shuts down.  ``spin_once`` in a loop: the Kilted
-    wheels' ``EventsExecutor.spin()`` runs no timer and ignores a shutdown, while
-    its ``spin_once`` does both (checked here with a 10 Hz timer) and raises
-    ``ExternalShutdownException`` once the context is shut down.  ``rclpy.ok`` is
-    asked every 100 events, not every event (3 to 4 % of a 1 kHz controller's time)."""
+class StopRequest:
+    """A stop asked by a signal handler, acted on between two events: a handler that
+    shut the context down itself could run inside a callback, which then published on a
+    destroyed publisher (``InvalidHandle``, a traceback at every stop of a graph)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, *_signal) -> None:
+        self.requested = True
+
+
+def spin_executor(executor, context=None, stop: StopRequest | None = None) -> None:
+    """Spin until the context shuts down or ``stop`` is requested.  ``spin_once`` in a
+    loop: the Kilted wheels' ``EventsExecutor.spin()`` runs no timer and ignores a
+    shutdown, while its ``spin_once`` does both (checked here with a 10 Hz timer) and
+    raises ``ExternalShutdownException`` once the context is shut down.  ``rclpy.ok`` is
+    asked every 100 events, not every event (3 to 4 % of a 1 kHz controller's time); the
+    stop flag after every event (within 0.1 s when none comes)."""
     import rclpy
 
-    while rclpy.ok(context=context):
+    stop = stop or StopRequest()
+    while rclpy.ok(context=context) and not stop.requested:
         for _ in range(100):
             executor.spin_once(timeout_sec=0.1)
+            if stop.requested:
+                return
 
 
 def per_period(callback):
@@ -234,7 +250,12 @@ def spin(node_class, args=None) -> None:
     code = 0
     argv = list(sys.argv if args is None else args)
     rclpy.init(args=argv)
-    signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())
+    # Ctrl-C and SIGTERM end the spin between two events.  (rclpy's SIGINT handler chains
+    # to Python's KeyboardInterrupt, which landed inside a timer callback now and then: the
+    # executor logged it as a fatal exception with a traceback when a graph was stopped.)
+    stop = StopRequest()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
     node = None
     try:
         node = node_class(parameter_overrides=command_line_overrides(argv))
@@ -243,7 +264,7 @@ def spin(node_class, args=None) -> None:
         if node.has_parameter(REALTIME_PRIORITY.name):
             set_realtime_priority(node, node.get_parameter(REALTIME_PRIORITY.name).value)
         freeze_startup_objects()  # (see there: a 24 ms full collection at 1 kHz otherwise)
-        spin_executor(executor)
+        spin_executor(executor, stop=stop)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except WbcError as exc:  # a configuration error: the message, no traceback, exit code 2
