@@ -12,7 +12,8 @@ The graph is configured as a user would from the robot's side: the controller re
 command order from the robot's ``/<controller>/get_parameters`` itself, the IMU and foot
 force/torque topics are the graph's parameters (``--no-wrenches``: a robot without them).
 Prints a table, then a JSON line ``{"results": [...]}`` with the robot's final
-``/robot_sim/status`` figures (fell, distance, deadline misses, command latency).
+``/robot_sim/status`` figures (fell, distance, deadline misses, command latency) and the
+controller's ``first_command_s`` (from its process start, the robot already publishing).
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ def run(
             node.create_subscription(
                 String, "/robot_sim/status", lambda m: seen.__setitem__("status", json.loads(m.data)), 10
             )
+            # the controller's process start -> its first command (the robot already publishing)
+            node.create_subscription(
+                String,
+                "/whole_body_controller/diagnostics",
+                lambda m: seen.__setitem__("first_command_s", json.loads(m.data).get("first_command_s")),
+                10,
+            )
             cmd_pub = node.create_publisher(Twist, "/cmd_vel", 10)
             t0 = time.monotonic()
 
@@ -170,6 +178,7 @@ def run(
                 "base_pose",
             )
         },
+        "first_command_s": seen.get("first_command_s"),
         "logs": str(log_dir),
     }
 
@@ -204,7 +213,7 @@ def main() -> None:
         except (RuntimeError, TimeoutError) as exc:
             results.append({"robot": robot, "clock": args.clock, "error": str(exc)})
     columns = ["robot", "clock", "time", "fell", "distance_m", "real_time_factor", "deadline_misses"]
-    _common.print_table(results, [*columns, "command_latency_ms_p50", "command_latency_ms_p99"])
+    _common.print_table(results, [*columns, "command_latency_ms_p50", "command_latency_ms_p99", "first_command_s"])
     print(json.dumps({"results": results}))
 
 

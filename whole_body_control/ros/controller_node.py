@@ -68,6 +68,7 @@ from whole_body_control.ros.params import (
     Ring,
     declare,
     per_period,
+    process_age,
     quantiles,
     result,
     spin,
@@ -251,7 +252,7 @@ class ControllerNode(Node):
         self.damping_commands = 0
         self.tick_s = Ring(TICKS)
         self.ticks = 0
-        self.started = time.monotonic()
+        self.started = time.monotonic() - process_age()  # the process's start (imports included)
         self.first_command_s: float | None = None
         self.first_state_s: float | None = None  # monotonic time of the first joint state
         self.fatal: str | None = None
@@ -712,7 +713,7 @@ class ControllerNode(Node):
         if self.first_command_s is None:
             self.first_command_s = time.monotonic() - self.started
             self.get_logger().info(
-                f"first command {self.first_command_s:.2f} s after start"
+                f"first command {self.first_command_s:.2f} s after the process started"
                 + (f" (damping: {cmd.reason})" if cmd.damping else "")
             )
 

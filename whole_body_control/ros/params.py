@@ -191,6 +191,20 @@ def set_realtime_priority(node: Node, priority: int) -> bool:
     return True
 
 
+def process_age() -> float:
+    """Seconds since this process started (Linux: ``/proc/self/stat``; 0 elsewhere): a
+    node's start-up counts from there, its imports included."""
+    import os
+    import time
+
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
 class StopRequest:
     """A stop asked by a signal handler, acted on between two events: a handler that
     shut the context down itself could run inside a callback, which then published on a
