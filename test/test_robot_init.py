@@ -209,3 +209,27 @@ def test_feet_without_collision_geometry_are_sized_from_the_visual_one(tmp_path)
     assert "at the bottom of its visual geometry" in yaml_text
     assert "bounding box of the foot's visual geometry" in yaml_text
     check_passes(tmp_path / "robot.yaml")
+
+
+def test_a_robot_pickles_as_what_it_was_built_from_and_unpickles_the_same():
+    """The controller's solve process gets the robot through a pipe: a few kB (the model
+    is rebuilt from the same files), not the 7 MB of the whole model."""
+    import pickle
+
+    import numpy as np
+    import pinocchio as pin
+
+    from whole_body_control.robot import load_robot
+
+    robot = load_robot("talos")
+    data = pickle.dumps(robot)
+    assert len(data) < 50_000
+    copy = pickle.loads(data)
+    assert copy.joint_names == robot.joint_names and copy.source == robot.source
+    np.testing.assert_array_equal(copy.q_ref, robot.q_ref)
+    np.testing.assert_array_equal(copy.tau_max, robot.tau_max)
+    np.testing.assert_array_equal(copy.kd_safe, robot.kd_safe)
+    q = pin.randomConfiguration(robot.model, -np.ones(robot.model.nq), np.ones(robot.model.nq))
+    np.testing.assert_array_equal(
+        pin.crba(copy.model, copy.model.createData(), q), pin.crba(robot.model, robot.model.createData(), q)
+    )

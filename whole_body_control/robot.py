@@ -146,6 +146,7 @@ class RobotModel:
     ):
         self.config = config
         self.source = source
+        self._built_from = (config, source, wbc_config, walker_config)
         # the WBC and walker files in place of config/wbc.yaml and config/walker.yaml (--wbc-config, --walker-config)
         self.wbc_config_path = Path(wbc_config) if wbc_config is not None else None
         self.walker_config_path = Path(walker_config) if walker_config is not None else None
@@ -189,6 +190,13 @@ class RobotModel:
         self.q_ref = self._reference_configuration()
 
     # -- construction helpers -------------------------------------------------
+
+    def __reduce__(self):
+        """Pickled as what it was built from (a few kB), rebuilt from the same files when
+        unpickled: the whole model pickles to 7 MB (Talos), and sending it to the
+        controller's solve process held the node 0.5 s, the new interpreter reading it only
+        after its own start-up.  (A RobotModel is not changed after it is built.)"""
+        return (RobotModel, self._built_from)
 
     def _check_joint_keys(self, key: str, mapping: dict) -> None:
         for name in mapping:
