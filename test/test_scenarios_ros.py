@@ -120,3 +120,16 @@ def test_the_walker_nodes_dcm_feedback_recovers_a_push_toward_the_stance_foot():
     again = runs[1]["scenarios"][0]
     assert (again["figure"], again["distance_m"]) == (r["figure"], r["distance_m"])
     assert os.sched_getscheduler(0) == os.SCHED_OTHER, "the driver is back under the normal scheduler"
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_10_deg_slope_through_the_graph():
+    """slope_up_10deg through the graph: the walker node reads gravity's direction against
+    the floor from the IMU (its orientation against gravity, the base's against the floor)
+    and leans into the slope as in-process; without it the robot fell after one step."""
+    pytest.importorskip("rclpy")
+    summary = run_suite("talos", ["slope_up_10deg"], through="ros")
+    print(json.dumps(summary))
+    r = summary["scenarios"][0]
+    assert r["applies"] and r["passed"], r["figure"]

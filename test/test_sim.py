@@ -366,3 +366,26 @@ def test_a_body_on_the_ground_is_named_from_the_contact_geoms_as_from_the_forces
         assert body == sim._ground_contact_forces().non_foot_body
         named.add(body)
     assert None in named and len(named) >= 2  # on its feet first, then a body down
+
+
+def test_the_imu_orientation_is_against_gravity_and_the_base_pose_against_the_floor(sim):
+    """A slope is gravity tilted in the floor's frame: the base pose stays against the floor,
+    the IMU's orientation is against gravity's vertical, as a real IMU's; from the two, the
+    gravity vector in the floor's frame (what the walker leans by) comes back."""
+    import pinocchio as pin
+
+    sim.reset(sim.robot.q_ref)
+    g = float(np.linalg.norm(sim.model.opt.gravity))
+    np.testing.assert_array_equal(sim.imu().orientation, sim.q[3:7])  # upright, gravity vertical: the same
+    a = np.radians(10.0)
+    gravity = np.array([-g * np.sin(a), 0.0, -g * np.cos(a)])
+    try:
+        sim.model.opt.gravity[:] = gravity
+        o, q = sim.imu().orientation, sim.q
+        r_gravity_base = pin.Quaternion(o[3], *o[:3]).toRotationMatrix()
+        r_floor_base = pin.Quaternion(q[6], *q[3:6]).toRotationMatrix()
+        np.testing.assert_allclose(r_floor_base @ r_gravity_base.T @ [0.0, 0.0, -g], gravity, atol=1e-12)
+        # the base upright on the floor reads a 10 deg pitch against gravity
+        assert np.isclose(np.arccos(r_gravity_base[2, 2]), a)
+    finally:
+        sim.model.opt.gravity[:] = [0.0, 0.0, -g]

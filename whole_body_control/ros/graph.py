@@ -145,14 +145,14 @@ def sim_graph(
     }
     # the walker runs on the state stamps and never reads its node clock: without use_sim_time
     # it does not subscribe to /clock (one reader less for the bridge's every period)
-    wparams = {"robot": robot, **walker_timing}
+    wparams = {"robot": robot, "imu_topic": SIM_IMU, **walker_timing}
     if estimator:
         ctrl.update(
             estimator="internal", left_wrench_topic=SIM_WRENCHES["left"], right_wrench_topic=SIM_WRENCHES["right"]
         )
         # the walker has no base state to feed back (seeded from the IMU and the legs): open loop
         ctrl["com_mode"] = "reference"
-        wparams.update(base_source="seed", imu_topic=SIM_IMU, com_mode="reference")
+        wparams.update(base_source="seed", com_mode="reference")
         walker_remap = ()
     else:
         ctrl["estimator"] = "external"

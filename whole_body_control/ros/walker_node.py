@@ -36,6 +36,7 @@ import json
 import types
 
 import numpy as np
+import pinocchio as pin
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry, Path
 from rclpy.node import Node
@@ -107,7 +108,13 @@ PARAMS = [
         "from the IMU and the leg kinematics as the controller's in-process estimator does (com_mode reference)",
         read_only=True,
     ),
-    Param("imu_topic", "/imu_sensor_broadcaster/imu", "base_source seed: the base IMU", read_only=True),
+    Param(
+        "imu_topic",
+        "/imu_sensor_broadcaster/imu",
+        "the base IMU: base_source seed places the first state from it; com_mode dcm reads gravity's direction "
+        "against the floor from it (slopes)",
+        read_only=True,
+    ),
     Param(
         "state_history",
         1,
@@ -178,9 +185,10 @@ class WalkerNode(Node):
         if self.seed_only and p["com_mode"] == "dcm":
             raise WbcError("parameter 'base_source' seed needs com_mode 'reference' (dcm feeds back the base state)")
         self.imu = None
-        if self.seed_only:
+        self.base_quat: np.ndarray | None = None  # (x, y, z, w) of the state the walker last read
+        if self.seed_only or p["com_mode"] == "dcm":
             self.create_subscription(Imu, p["imu_topic"], self.on_imu, qos, raw=True)
-        else:
+        if not self.seed_only:
             self.create_subscription(Odometry, "base_state", self.on_base, qos, raw=True)
 
     # -- commands ----------------------------------------------------------------------------
@@ -257,6 +265,7 @@ class WalkerNode(Node):
                 qb, vb = cv.base_from_odometry(deserialize_message(base, Odometry))
             else:
                 qb, vb = self._seed_base(qj, vj)
+            self.base_quat = qb[3:7]
             q, v = cv.assemble_state(qb, vb, qj, vj)
             if not (np.all(np.isfinite(q)) and np.all(np.isfinite(v))):
                 if self.throttle("non-finite state"):
@@ -276,6 +285,22 @@ class WalkerNode(Node):
                 self.get_logger().warning("no /cmd_vel for cmd_vel_timeout: stopping")
                 self.cmd, self.pending = (0.0, 0.0, 0.0), ("velocity", (0.0, 0.0, 0.0))
         self.publish_trajectory(ns)
+
+    def gravity(self) -> np.ndarray | None:
+        """Gravity in the walker's frame (the floor's, as the base state is): the newest
+        IMU orientation (against gravity's vertical) against the base's (against the
+        floor), as in-process runs read the simulated gravity; None before an IMU sample.
+        On a slope the walker leans the CoM into it (:func:`zmp_walker.dcm.slope_shift`)."""
+        if self.imu is None or self.base_quat is None:
+            return None
+        quat = cv.imu_from_cdr(self.imu)[1]
+        if not (np.all(np.isfinite(quat)) and quat.dot(quat) > 0.25):
+            return None
+        r_gravity_base = pin.Quaternion(quat[3], *quat[:3]).normalized().toRotationMatrix()
+        x, y, z, w = self.base_quat
+        r_floor_base = pin.Quaternion(w, x, y, z).normalized().toRotationMatrix()
+        g = float(np.linalg.norm(self.robot.model.gravity.linear))
+        return r_floor_base @ r_gravity_base[2] * -g  # (the gravity frame's -z axis, seen from the floor's)
 
     def _seed_base(self, qj: np.ndarray, vj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Base pose and velocity without a base topic: the IMU's orientation, the lowest sole
@@ -309,7 +334,9 @@ class WalkerNode(Node):
                     walker.set_goal(*arg)
             except WalkerError as exc:
                 self.get_logger().error(f"command rejected: {exc}")
-        measured = MeasuredState(self.state.com.copy(), self.state.vcom.copy()) if self.p["com_mode"] == "dcm" else None
+        measured = None
+        if self.p["com_mode"] == "dcm":
+            measured = MeasuredState(self.state.com.copy(), self.state.vcom.copy(), gravity=self.gravity())
         start = self.first_sample_ns(ns)
         refs = []
         for k in range(start, ns + self.horizon_ns + 1, self.sample_ns):

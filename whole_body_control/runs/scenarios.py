@@ -875,7 +875,8 @@ ROS_NOTES = {
     **{
         f"slope_{d}_{a}deg": _NEEDS_DCM_FEEDBACK.format(
             "it leans the CoM by h tan a from the measured gravity, its DCM disturbance observer takes "
-            "the rest (the walker node gets no gravity: its observer takes it all)"
+            "the rest (the walker node reads gravity's direction from the IMU's orientation, against gravity, "
+            "and the base state's, against the floor)"
         )
         for d in ("up", "down")
         for a in (5, 10)

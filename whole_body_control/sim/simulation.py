@@ -594,10 +594,19 @@ class Simulation:
     # -- measurements --------------------------------------------------------------
 
     def imu(self) -> ImuReading:
-        """The base IMU (the accelerometer reads ``+g`` up at rest)."""
+        """The base IMU (the accelerometer reads ``+g`` up at rest).  Its orientation is
+        the base's against gravity's vertical, as a real IMU's: with gravity tilted (a
+        slope, the floor being the world's xy plane) it differs from the base pose's,
+        which is against the floor."""
         w, x, y, z = self.data.sensor("imu_quat").data
+        orientation = np.array([x, y, z, w])
+        g = self.model.opt.gravity
+        if g[0] != 0.0 or g[1] != 0.0:
+            up = -g / np.linalg.norm(g)
+            floor_to_gravity = pin.Quaternion.FromTwoVectors(up, np.array([0.0, 0.0, 1.0]))
+            orientation = (floor_to_gravity * pin.Quaternion(w, x, y, z)).coeffs().copy()  # (x, y, z, w)
         return ImuReading(
-            orientation=np.array([x, y, z, w]),
+            orientation=orientation,
             gyro=self.data.sensor("imu_gyro").data.copy(),
             linear_acceleration=self.data.sensor("imu_accelerometer").data.copy(),
         )
