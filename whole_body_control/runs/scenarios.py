@@ -930,7 +930,9 @@ class WalkPlan:
     planned_distance_m: float
 
 
-WALKER_HORIZON = 0.1  # [s] config/ros/sim.yaml: a command sent at t applies from about t + horizon
+# the walker node open loop (com_mode reference: 100 Hz, 0.1 s horizon), the longest delay; with
+# DCM feedback (WALKER_DCM, config/ros/sim.yaml) a /cmd_vel applies sooner, inside the same window
+WALKER_HORIZON = 0.1  # [s] a command sent at t applies from about t + horizon
 WALKER_PERIOD = 0.01  # [s] 1 / rate: the walker's batches start on this grid
 
 
