@@ -639,33 +639,24 @@ def test_the_problem_a_tick_built_is_the_one_it_solved(tmp_path):
     assert ctrl.last_problem() is None
 
 
-def test_a_level_infeasible_by_a_hair_is_solved_by_daqp_without_the_proxsuite_fallback():
-    """Rows a level above left at their bound can make a level's QP infeasible by 1e-6 to
-    1e-4 (G1 walking); daqp then solves it with its bounds widened by 1e-5, then 1e-4
-    (``infeasibility_widening``), instead of proxsuite grinding 1 to 12 ms."""
+def test_a_clearly_infeasible_level_fails_at_once_without_the_proxsuite_fallback():
+    """A level daqp finds infeasible even with its bounds widened by 1e-3 (G1 walking, level
+    1, by 75 to 480) fails at once for the controller's fallback ladder: proxsuite took 5
+    to 20 ms to say so.  One infeasible by a hair still goes to proxsuite."""
     from whole_body_control.hqp import HierarchicalQP, LevelFailure, Objective
 
     n = 3
     E, e = np.zeros((0, n)), np.zeros(0)
-    # x0 <= 0 and x0 >= 1.5e-5: infeasible by 1.5e-5 (more than daqp's primal tolerance); the rest free
-    C = np.array([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]])
-    lower, upper = np.array([-np.inf, -np.inf]), np.array([0.0, -1.5e-5])
+    C = np.array([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]])  # x0 <= upper[0] and x0 >= -upper[1]
+    lower = np.array([-np.inf, -np.inf])
     levels = [[Objective("pull", np.eye(n), np.array([1.0, 2.0, -1.0]), 1.0)]]
     hqp = HierarchicalQP(backend="daqp")
-    sol = hqp.solve(E, e, C, lower, upper, levels)
-    assert not hqp._qps, "proxsuite was used"
-    assert sol.approximate_levels == 0
-    np.testing.assert_allclose(sol.x[1:], [2.0, -1.0], atol=1e-9)
-    assert 5e-6 - 1e-9 <= sol.x[0] <= 1e-5 + 1e-9  # between the two widened bounds
-    hqp = HierarchicalQP(backend="daqp")
-    sol = hqp.solve(E, e, C, lower, np.array([0.0, -1.5e-4]), levels)  # the second widening
-    assert not hqp._qps and 5e-5 - 1e-9 <= sol.x[0] <= 1e-4 + 1e-9
-    # infeasible by more than the widenings: not "solved" (proxsuite tries, and fails)
-    near = np.array([0.0, -5e-4])
-    with pytest.raises(LevelFailure):
-        HierarchicalQP(backend="daqp").solve(E, e, C, lower, near, levels)
-    # clearly infeasible (G1 walking, level 1, by 75 to 480): failed at once, without proxsuite's 5 to 20 ms
-    hqp = HierarchicalQP(backend="daqp")
     with pytest.raises(LevelFailure, match=r"level 1 QP: infeasible \(daqp\)") as failure:
-        hqp.solve(E, e, C, lower, np.array([0.0, -1.0]), levels)
+        hqp.solve(E, e, C, lower, np.array([0.0, -1.0]), levels)  # x0 <= 0 and x0 >= 1
     assert not hqp._qps and failure.value.level == 1 and failure.value.problem is not None
+    hqp = HierarchicalQP(backend="daqp")
+    with pytest.raises(LevelFailure):
+        hqp.solve(E, e, C, lower, np.array([0.0, -1e-4]), levels)  # by 1e-4: proxsuite tries, and fails
+    assert hqp._qps
+    sol = HierarchicalQP(backend="daqp").solve(E, e, C, lower, np.array([0.0, 0.0]), levels)  # x0 = 0
+    np.testing.assert_allclose(sol.x, [0.0, 2.0, -1.0], atol=1e-9)

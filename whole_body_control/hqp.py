@@ -207,10 +207,6 @@ class HierarchicalQP:
         # units) below it: exactly tight rows make proxsuite's infeasibility test misfire.
         self.feasibility_margin = 1e-7
         self.accept_tolerance = 1e-6
-        # a level QP that daqp finds infeasible is solved again with every bound widened
-        # by each of these in turn (row-normalized units), its solution accepted within
-        # twice the widening (a torque or force row: 2e-4 N m or N at most)
-        self.infeasibility_widening = (1e-5, 1e-4)
         self.max_iter = max_iter
         self.regularization = regularization
         self._qps: dict[tuple[int, int, int], proxsuite.proxqp.dense.QP] = {}
@@ -331,7 +327,10 @@ class HierarchicalQP:
                 self._remember_active(k, CZ.dot(z), lz, uz)
                 return z, 0, iterations
             if self._clearly_infeasible(H, g, CZ, lz, uz):
-                # proxsuite would take 5 to 20 ms to say so (G1 walking, level 1)
+                # proxsuite would take 5 to 20 ms to say so (G1 walking, level 1).  (A level
+                # infeasible by a hair, 1e-6 to 1e-4, still goes to proxsuite: solving it
+                # with widened bounds instead changed which ticks relax the levels below,
+                # and Talos's 0.35 m/s standing push then damped or fell.)
                 z0 = np.zeros(d)
                 problem = LevelProblem(k + 1, H, g, CZ, lz, uz, z0)
                 raise LevelFailure(k + 1, f"level {k + 1} QP: infeasible (daqp)", problem)
@@ -433,21 +432,10 @@ class HierarchicalQP:
         ``z`` (proxsuite then takes over)."""
         z, _, flag, info = daqp.solve(H, g, CZ, np.minimum(uz, 1e30), np.maximum(lz, -1e30))
         its = int(info["iterations"])
-        tolerance = self.accept_tolerance
-        for w in self.infeasibility_widening:
-            if flag != DAQP_INFEASIBLE:
-                break
-            # Infeasible by a hair (G1 walking: by 1e-6 to 1e-4, rows a level above left
-            # at their bound, seen through this level's basis; proxsuite's iterates met
-            # the bounds to 4e-7 while it declared them infeasible): solved with the bounds
-            # widened.  proxsuite took 1 to 12 ms on these (435 ms to converge), this 0.05 ms.
-            z, _, flag, info = daqp.solve(H, g, CZ, np.minimum(uz + w, 1e30), np.maximum(lz - w, -1e30))
-            its += int(info["iterations"])
-            tolerance = 2.0 * w
         if flag != 1 or not np.isfinite(z).all():
             return None, its
         cz = CZ.dot(z)
-        if (cz < lz - tolerance).any() or (cz > uz + tolerance).any():
+        if (cz < lz - self.accept_tolerance).any() or (cz > uz + self.accept_tolerance).any():
             return None, its
         return z, its
 
