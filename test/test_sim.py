@@ -306,6 +306,33 @@ def test_a_platform_is_ground_for_the_feet_the_zmp_and_the_fall_checks():
         SimConfig(platforms=((0.5, -0.05),)).validate()
 
 
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_a_staircase_is_overlapping_platforms_the_highest_on_top(direction):
+    """Stairs as :func:`whole_body_control.runs.scenarios.stairs` builds them (10 cm risers,
+    edges at 0.8 and 1.3 m): going up a box per level from its edge on, going down a box per
+    level up to its edge.  A ray cast down onto the MuJoCo boxes meets the top of each step at
+    ``SimConfig.ground_height``."""
+    from whole_body_control.sim.simulation import PLATFORM_LENGTH
+
+    edges, riser = (0.8, 1.3), 0.1
+    if direction == "up":
+        platforms = tuple((e, (i + 1) * riser) for i, e in enumerate(edges))
+        expected = {0.5: 0.0, 1.0: 0.1, 1.6: 0.2}
+    else:
+        platforms = tuple((e - PLATFORM_LENGTH, 0.2 - i * riser) for i, e in enumerate(edges))
+        expected = {0.5: 0.2, 1.0: 0.1, 1.6: 0.0}
+    config = SimConfig(visual_meshes=False, platforms=platforms)
+    sim = Simulation(load_robot("talos", fresh=False), config)
+    mujoco.mj_forward(sim.model, sim.data)
+    geomid = np.zeros(1, dtype=np.int32)
+    for x, z in expected.items():
+        assert config.ground_height(x, 1.5) == pytest.approx(z)
+        # from 1 m up, 1.5 m to the side of the robot: the first static geom hit is the step top
+        d = mujoco.mj_ray(sim.model, sim.data, np.array([x, 1.5, 1.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geomid)
+        assert 1.0 - d == pytest.approx(z, abs=1e-9), x
+    assert len({sim.model.geom(f"platform_{i}").id for i in range(2)}) == 2
+
+
 # -- configuration and rendering ----------------------------------------------------------
 
 

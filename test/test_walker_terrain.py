@@ -1,10 +1,13 @@
 """zmp_walker on uneven ground: footstep heights from a terrain map, swing clearance
 over a step edge, CoM height following the support."""
 
+import math
+
 import numpy as np
 import pytest
 
 from zmp_walker import FootPose, PatternGenerator, SoleRect, load_walker_config
+from zmp_walker.generator import MeasuredState
 
 SOLE = SoleRect(-0.10, 0.10, -0.065, 0.065)  # Talos-size
 EDGE, HEIGHT = 0.75, 0.05  # platform: x >= EDGE is 5 cm high
@@ -143,17 +146,25 @@ def _com_z_at_mid_swing(gen, refs, k):
     return min(refs, key=lambda r: abs(r.time - t_mid)).com_pos[2]
 
 
+def _com_z_at(refs, t):
+    return min(refs, key=lambda r: abs(r.time - t)).com_pos[2]
+
+
 def test_com_rises_once_the_trailing_foot_leaves_the_floor():
-    """On a step up the support height of the trailing foot's step is the floor (the lowest
-    foot of the step): the trailing leg is not stretched by a CoM already raised above the
-    leading foot; the CoM reaches the platform height during the next step."""
+    """On a step up the support height is the floor until the trailing foot lifts off (the
+    trailing leg is not stretched by a CoM already raised above the leading foot), then rises
+    during its swing (the trailing leg, its foot well behind the hips, is not bent so much
+    that its ankle stops the foot below the edge); it is the platform's at its touchdown."""
     gen = make()
     refs = walk(gen)
     lead, trail = _level_changes(gen.schedule)
     assert trail == lead + 1
     z_c = gen.com_height
+    s = gen.schedule.steps[trail]
     assert _com_z_at_mid_swing(gen, refs, lead) == pytest.approx(z_c)
-    assert _com_z_at_mid_swing(gen, refs, trail) == pytest.approx(z_c)
+    assert _com_z_at(refs, s.t_start) == pytest.approx(z_c)
+    assert z_c < _com_z_at_mid_swing(gen, refs, trail) < z_c + HEIGHT
+    assert _com_z_at(refs, s.t_end) == pytest.approx(z_c + HEIGHT)
     assert _com_z_at_mid_swing(gen, refs, trail + 1) == pytest.approx(z_c + HEIGHT)
 
 
@@ -171,3 +182,89 @@ def test_com_lowers_while_the_leading_foot_steps_down():
     assert _com_z_at_mid_swing(gen, refs, lead) == pytest.approx(z_c)
     assert _com_z_at_mid_swing(gen, refs, trail) == pytest.approx(z_c)
     assert all(s.position[2] == 0.0 for s in gen.schedule.steps[lead:])
+
+
+# -- stairs: 10 cm risers, two footsteps per tread ------------------------------------------
+
+RISER, TREAD, FIRST_EDGE = 0.10, 0.52, 0.76  # Talos-size treads (wbc scenarios stairs_*_10cm)
+STAIR_EDGES = (FIRST_EDGE, FIRST_EDGE + TREAD)
+
+
+def stairs_up(x, y):
+    return RISER * sum(x >= e for e in STAIR_EDGES)
+
+
+def stairs_down(x, y):  # start on the 20 cm top, the floor beyond the last edge
+    return RISER * sum(x < e for e in STAIR_EDGES)
+
+
+def make_on(terrain, **changes):
+    config = load_walker_config().replace(**changes) if changes else load_walker_config()
+    z0 = terrain(0.0, 0.0)
+    left, right = FootPose(np.array([0.0, 0.1, z0])), FootPose(np.array([0.0, -0.1, z0]))
+    return PatternGenerator(config, left, right, np.array([0.0, 0.0, 0.88 + z0]), SOLE, SOLE, terrain)
+
+
+@pytest.mark.parametrize("terrain, final_z", [(stairs_up, 2 * RISER), (stairs_down, 0.0)], ids=["up", "down"])
+def test_stair_footsteps_follow_the_terrain_one_level_at_a_time(terrain, final_z):
+    gen = make_on(terrain)
+    gen.walk_steps(8, 0.25)
+    gen.cycle(0.0)
+    margin = gen.config.edge_margin
+    before = gen.schedule.feet_before
+    for k, s in enumerate(gen.schedule.steps):
+        heel, toe = s.position[0] + SOLE.x_min, s.position[0] + SOLE.x_max
+        assert all(toe <= e - margin + 1e-9 or heel >= e + margin - 1e-9 for e in STAIR_EDGES), s
+        assert s.position[2] == pytest.approx(terrain(heel, 0.0))
+        # no foot skips a tread
+        assert abs(s.position[2] - before[k][s.side].position[2]) <= RISER + 1e-9
+    zs = [s.position[2] for s in gen.schedule.steps]
+    assert zs == sorted(zs, reverse=terrain is stairs_down)
+    assert all(f.position[2] == pytest.approx(final_z) for f in gen.schedule.final_feet.values())
+
+
+@pytest.mark.parametrize("terrain", [stairs_up, stairs_down], ids=["up", "down"])
+def test_the_swinging_sole_stays_above_the_stairs(terrain):
+    """The swing foot's reference never puts its sole into a step: on a step up it rises
+    above the upper level before its toe passes the edge, on a step down its heel passes
+    the edge before it goes below the upper level."""
+    gen = make_on(terrain)
+    refs = walk(gen)
+    for side in ("left", "right"):
+        for r in refs:
+            f = r.feet[side]
+            if f.in_contact:
+                continue
+            xs = np.linspace(f.pos[0] + SOLE.x_min, f.pos[0] + SOLE.x_max, 41)
+            under = [terrain(x, f.pos[1]) for x in xs]
+            assert f.pos[2] >= max(under) - 1e-9, (side, r.time, f.pos)
+            if max(under) > min(under):  # the sole is over an edge
+                assert f.pos[2] >= max(under) + 0.01, (side, r.time, f.pos)
+    assert refs[-1].com_pos[2] == pytest.approx(gen.com_height + terrain(10.0, 0.0))
+
+
+def _lagging_step_down(gen):
+    """The lowest heel x [m] of the first step down's landing while the measured CoM lags 6 cm
+    behind the plan during its swing."""
+    gen.walk_steps(8, 0.25)
+    gen.cycle(0.0)
+    lead = _level_changes(gen.schedule)[0]
+    step = gen.schedule.steps[lead]
+    t, heel = 0.0, math.inf
+    ref = gen.cycle(t)
+    while t < step.t_end - 0.05:
+        lag = np.array([-0.06, 0.0, 0.0]) if t > step.t_start else np.zeros(3)
+        ref = gen.cycle(t, MeasuredState(ref.com_pos + lag, ref.com_vel))
+        heel = min(heel, gen.schedule.steps[lead].position[0] + SOLE.x_min)
+        t += gen.config.dt
+    return heel
+
+
+def test_step_adjustment_keeps_a_landing_off_the_stair_edge(monkeypatch):
+    """A CoM lagging behind the plan on a step down asks the capture-point rule to land the
+    foot further back; the move is cut so that the heel stays ``edge_margin`` beyond the edge
+    (without the cut it lands on the edge)."""
+    gen = make_on(stairs_down)
+    assert _lagging_step_down(gen) >= FIRST_EDGE + gen.config.edge_margin - 1e-9
+    monkeypatch.setattr(PatternGenerator, "_levels_kept", lambda *a, **k: True)
+    assert _lagging_step_down(make_on(stairs_down)) < FIRST_EDGE + gen.config.edge_margin - 0.01

@@ -28,6 +28,10 @@ landing of the swinging foot and every later step move by the capture-point
 rule (:mod:`zmp_walker.step_adjust`); the swing is re-planned C2 from its
 current state, the ZMP reference uses the moved footholds and the planned
 DCM moves by the part they explain (a jump of the planned CoM velocity only).
+On terrain the move is cut back (to 3/4, 1/2, 1/4 or none) until the moved
+step and the two after it keep ``edge_margin`` from a height change, and the
+touchdown anchoring moves no later step across one: a landing moved 2 cm back
+on a step down put G1's heel on the stair edge.
 
 Standing: the reference CoM is above the midpoint of the sole centres at
 ``com_height`` and the planner is idle, so the reference is exactly constant.
@@ -522,6 +526,8 @@ class PatternGenerator:
         def landing(m):
             target = step.position[:2] + m
             pose = clamp_landing(self.footsteps, step.side, stance, planned, target, cfg.max_adjustment)
+            if pose is not None:
+                pose = self._on_levels(sched.steps, k, pose)
             return pose, (math.inf if pose is None else float(np.linalg.norm(target - pose.position[:2])))
 
         pose, left_out = landing(move)
@@ -603,10 +609,14 @@ class PatternGenerator:
             return
         self._aimed[k] = step.position[:2].copy()
         steps = list(sched.steps)
+        end = len(steps)
         for j in range(k, len(steps)):
+            if j > k and not self._levels_kept(steps, j, delta, 1):
+                end = j  # on terrain: this step and the later ones stay off the height change
+                break
             p = steps[j].pose
             steps[j] = steps[j].moved(FootPose(np.array([*(p.position[:2] + delta), p.position[2]]), p.yaw))
-        nominal = [n + delta if j >= k else n for j, n in enumerate(self._nominal)]
+        nominal = [n + delta if k <= j < end else n for j, n in enumerate(self._nominal)]
         self._set_schedule(
             Schedule(
                 self.config,
@@ -619,6 +629,36 @@ class PatternGenerator:
             ),
             nominal,
         )
+
+    def _levels_kept(self, steps, k: int, shift, count: int = 3) -> bool:
+        """Whether ``steps[k:k + count]`` moved by ``shift`` (2,) [m] keep ``edge_margin`` from a
+        height change of the terrain where they did (always on flat ground)."""
+        planner = self.footsteps
+        if planner.ground_height is None:
+            return True
+        margin = self.config.edge_margin
+        for step in steps[k : k + count]:
+            p = step.pose
+            z = float(p.position[2])
+            if planner.level(step.side, p, margin) is None:
+                continue  # not off an edge before the move either
+            moved = FootPose(np.array([*(p.position[:2] + shift), z]), p.yaw)
+            level = planner.level(step.side, moved, margin)
+            if level is None or abs(level - z) > 1e-3:
+                return False
+        return True
+
+    def _on_levels(self, steps, k: int, pose: FootPose) -> FootPose:
+        """``pose``, the adjusted landing of ``steps[k]``, moved back towards the step's footstep
+        until the step and the two after it, moved with it, keep off the terrain's height changes."""
+        if self._levels_kept(steps, k, pose.position[:2] - steps[k].position[:2]):
+            return pose  # (always on flat ground)
+        base = steps[k].position[:2]
+        full = pose.position[:2] - base
+        for f in (0.75, 0.5, 0.25):
+            if self._levels_kept(steps, k, f * full):
+                return FootPose(np.array([*(base + f * full), pose.position[2]]), pose.yaw)
+        return FootPose(np.array([*base, pose.position[2]]), pose.yaw)
 
     def _delay_lift_off(self, t: float, index: int, phase, measured: MeasuredState) -> None:
         """Lengthen the double support ``phase`` (index ``index``) while the next step,

@@ -26,16 +26,21 @@ support until the generator appends more steps.
 
 Support height (:meth:`Schedule.support_height`, what the CoM height follows
 on uneven ground): at the middle of each single support, the lowest of the
-stance foot's height and the swing foot's lift-off and landing heights; the
-mean height of the two feet at ``t0`` and at the end of a final schedule;
-joined by minimum-jerk quintics (C2, at rest at each knot); constant before
-the first and after the last knot.  On flat ground it is constant.  Taking
-the lowest foot of a step keeps the CoM at its nominal height above the foot
-furthest below the hips: on a step up the CoM rises only once the trailing
-foot has left the lower level (raised earlier, above the leading foot on the
-platform, it stretches the trailing leg, which then cannot lift its foot over
-the edge), on a step down it lowers during the leading foot's swing, which
-must reach down.
+stance foot's height and the swing foot's lift-off and landing heights; for a
+trailing foot stepping up (lift-off below both the stance foot and the
+landing), the lift-off height at lift-off and the lower of the other two at
+touchdown instead; the mean height of the two feet at ``t0`` and at the end
+of a final schedule; joined by minimum-jerk quintics (C2, at rest at each
+knot); constant before the first and after the last knot.  On flat ground it
+is constant.  Taking the lowest foot of a step keeps the CoM at its nominal
+height above the foot furthest below the hips: on a step up the CoM rises
+only once the trailing foot has left the lower level (raised earlier, above
+the leading foot on the platform, it stretches the trailing leg, which then
+cannot lift its foot over the edge), during that foot's swing (raised later,
+the trailing leg, its foot well behind the hips, bends so much to lift the
+foot over the edge that its ankle reaches its dorsiflexion limit: G1 on 10 cm
+stairs); on a step down it lowers during the leading foot's swing, which must
+reach down.
 """
 
 from __future__ import annotations
@@ -178,8 +183,13 @@ class Schedule:
         if math.isfinite(self.t0):
             for k, s in enumerate(self.steps):
                 before = self.feet_before[k]
-                z = min(float(before["left"].position[2]), float(before["right"].position[2]), float(s.position[2]))
-                knots.append((0.5 * (s.t_start + s.t_end), z))
+                stance, lift_off = float(before[other_side(s.side)].position[2]), float(before[s.side].position[2])
+                landing = float(s.position[2])
+                if lift_off < min(stance, landing) - LEVEL_CHANGE:  # a trailing foot stepping up
+                    knots.append((s.t_start, lift_off))
+                    knots.append((s.t_end, min(stance, landing)))
+                else:
+                    knots.append((0.5 * (s.t_start + s.t_end), min(stance, lift_off, landing)))
             if self.final:
                 knots.append((self.end_time, mean_z(self.feet_before[n])))
         self._knot_t = [k[0] for k in knots]

@@ -11,11 +11,17 @@ With ``s = (t - t_start) / D`` in [0, 1] and ``D = t_end - t_start`` [s]:
   acceleration at both ends.
 
 Between two levels (``|z1 - z0| > 1 mm``: a step up or down) the foot must
-clear the edge between them, which can be close to either end: it first rises,
-then moves, then lands.  Height: a quintic from ``z0`` up to ``max(z0, z1) +
-height`` over ``s`` in ``[0, STEP_RISE]``, held, then a quintic down to ``z1``
-over ``[STEP_LAND, 1]``; horizontal position and yaw: the quintic over ``s``
-in ``[STEP_DELAY, 1]`` (the foot leaves vertically).
+clear the edge between them.  The planner keeps the soles ``edge_margin`` from
+it: on a step up the edge is just in front of the lifted toe, on a step down
+just behind the landing heel.  So the foot first rises, then moves, then lands,
+and the windows depend on the direction.  Height: a quintic from ``z0`` up to
+``max(z0, z1) + height`` over ``s`` in ``[0, rise]``, held, then a quintic down
+to ``z1`` over ``[land, 1]``; horizontal position and yaw: the quintic over
+``[move_start, move_end]``.  Up (:data:`STEP_UP_WINDOWS`): the toe is above
+the upper level before it moves (the whole rise before most of the move), the
+landing drops only ``height``.  Down (:data:`STEP_DOWN_WINDOWS`): the rise is
+only ``height``, the move is all but over before the foot goes below the upper
+level (the heel has passed the edge).
 
 Position, velocity and acceleration are therefore continuous (C2) over the
 swing and match the stationary foot before lift-off and after touchdown.
@@ -33,9 +39,10 @@ from zmp_walker.geometry import FootPose
 
 __all__ = ["SwingState", "SwingTrajectory", "min_jerk"]
 
-STEP_RISE = 0.45  # swing fraction to reach the apex on a step up or down [-]
-STEP_LAND = 0.55  # swing fraction from which it descends to the landing height [-]
-STEP_DELAY = 0.2  # swing fraction before the horizontal motion starts [-]
+# swing fractions (rise, move_start, move_end, land) [-]: the apex is reached at ``rise``, the
+# horizontal motion lasts from ``move_start`` to ``move_end``, the descent starts at ``land``
+STEP_UP_WINDOWS = (0.45, 0.3, 1.0, 0.75)
+STEP_DOWN_WINDOWS = (0.25, 0.1, 0.75, 0.65)
 
 
 def min_jerk(s: float) -> tuple[float, float, float]:
@@ -108,16 +115,17 @@ class SwingTrajectory:
         D = self.duration
         d, p0 = self.delta, self.start.position
         z0, z1, top = float(p0[2]), float(self.end.position[2]), self.top
-        if s < STEP_LAND:
-            w = STEP_RISE * D
-            q, dq, ddq = min_jerk(s / STEP_RISE)
+        rise, move_start, move_end, land = STEP_UP_WINDOWS if z1 > z0 else STEP_DOWN_WINDOWS
+        if s < land:
+            w = rise * D
+            q, dq, ddq = min_jerk(s / rise)
             z, vz, az = z0 + (top - z0) * q, (top - z0) * dq / w, (top - z0) * ddq / (w * w)
         else:
-            w = (1.0 - STEP_LAND) * D
-            q, dq, ddq = min_jerk((s - STEP_LAND) / (1.0 - STEP_LAND))
+            w = (1.0 - land) * D
+            q, dq, ddq = min_jerk((s - land) / (1.0 - land))
             z, vz, az = top + (z1 - top) * q, (z1 - top) * dq / w, (z1 - top) * ddq / (w * w)
-        w = (1.0 - STEP_DELAY) * D
-        q, dq, ddq = min_jerk((s - STEP_DELAY) / (1.0 - STEP_DELAY))
+        w = (move_end - move_start) * D
+        q, dq, ddq = min_jerk((s - move_start) / (move_end - move_start))
         dq, ddq = dq / w, ddq / (w * w)
         pos = np.array([p0[0] + d[0] * q, p0[1] + d[1] * q, z])
         vel = np.array([d[0] * dq, d[1] * dq, vz])

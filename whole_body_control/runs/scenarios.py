@@ -628,6 +628,102 @@ def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_W
     }
 
 
+STAIRS_RISER = 0.10  # [m]
+STAIRS_RISERS = 2  # [-] steps between the floor and the top platform
+
+
+def stairs(direction: str, riser: float = STAIRS_RISER, risers: int = STAIRS_RISERS, steps: int = SHORT_WALK):
+    """Scenario: walk at ``WALK_SPEED`` up (``direction`` "up": from the floor onto a platform
+    ``risers * riser`` high) or down (``"down"``: the robot starts on that platform and walks
+    down to the floor) a staircase of ``risers`` steps of ``riser`` [m].
+
+    The staircase is MuJoCo boxes (:attr:`SimConfig.platforms`, the highest one wins where
+    they overlap: a box per level, each running to the next edge going down or from its edge
+    on going up).  Its first edge is where :func:`step_up` puts the platform edge: 5 cm (at
+    least ``edge_margin`` + 1 cm) in front of the toe of the third footstep of the flat plan.
+    Each tread takes two footsteps: it is one nominal step (``WALK_SPEED * step_duration``),
+    the sole and ``edge_margin`` on both sides long, plus 2 cm; the step from one tread to
+    the next is then about the tread minus a step (Talos 0.32 m, G1 0.23 m: longer than
+    G1's ``max_step_length`` of 0.15 m, which is raised for this walk, as in
+    :func:`step_up`).  The walker gets the terrain (:meth:`SimConfig.ground_height`) as in
+    :func:`step_up`.  Passes as a walk (:func:`_walk_figures`) whose two soles end on the
+    last level (the top platform going up, the floor beyond the last edge going down) and
+    no foot box touched a riser (a contact with a stair box whose normal is not vertical).
+    """
+    if direction not in ("up", "down"):
+        raise ConfigError(f"stairs direction must be 'up' or 'down', got {direction!r}")
+
+    def run(robot, out_dir) -> dict:
+        import pinocchio as pin
+
+        from whole_body_control.sim import SimConfig
+        from whole_body_control.sim.simulation import PLATFORM, PLATFORM_LENGTH
+        from whole_body_control.walker_stage import walker_config_for
+
+        walker_config = walker_config_for(robot)[0]
+        data = robot.model.createData()
+        pin.framesForwardKinematics(robot.model, data, robot.q_ref)
+        x0 = max(data.oMf[robot.foot_frame_ids[s]].translation[0] for s in ("left", "right"))
+        sole = robot.feet["left"].sole
+        dx = WALK_SPEED * walker_config.step_duration
+        margin = walker_config.edge_margin
+        tread = dx + (sole.x_max - sole.x_min) + 2.0 * margin + 0.02
+        first = x0 + 3 * dx + sole.x_max + max(0.05, margin + 0.01)  # the first edge, 5 cm (at least) ahead of a toe
+        edges = [first + i * tread for i in range(risers)]
+        top = risers * riser
+        if direction == "up":  # level i + 1 from edges[i] on
+            platforms = tuple((e, (i + 1) * riser) for i, e in enumerate(edges))
+            final_z = top
+        else:  # level risers - i up to edges[i]
+            platforms = tuple((e - PLATFORM_LENGTH, top - i * riser) for i, e in enumerate(edges))
+            final_z = 0.0
+        # the longest step: onto the first tread (as step_up) or from a tread's front footstep to the next
+        onto = dx + (first - (x0 + 4 * dx + sole.x_min)) + margin
+        crossing = max(onto, tread - dx)
+        walker_config = walker_config.replace(max_step_length=max(walker_config.max_step_length, crossing + 0.01))
+        final: dict = {}
+        riser_hits: list[float] = []  # times a foot box touched a riser (a stair box's side)
+
+        def on_tick(t, sim, ctrl, result, wref):
+            for side in ("left", "right"):
+                final[side] = sim.sole_placement(side).translation.copy()
+            boxes = {sim.model.geom(f"{PLATFORM}_{i}").id for i in range(len(platforms))}
+            for i in range(sim.data.ncon):
+                c = sim.data.contact[i]
+                if (c.geom1 in boxes or c.geom2 in boxes) and abs(c.frame[2]) < 0.7:  # normal not vertical
+                    riser_hits.append(t)
+                    break
+
+        figures = _walk(
+            robot,
+            out_dir,
+            steps,
+            sim_config=SimConfig(platforms=platforms),
+            walker_config=walker_config,
+            on_tick=on_tick,
+        )
+        arrived = bool(final) and all(
+            p[0] + sole.x_min >= edges[-1] and abs(p[2] - final_z) < 0.01 for p in final.values()
+        )
+        figures["passed"] = bool(figures["passed"] and arrived and not riser_hits)
+        level = f"the {top * 100:.0f} cm platform" if direction == "up" else "the floor"
+        figures["figure"] += f", {'both feet' if arrived else 'NOT both feet'} on {level}"
+        if riser_hits:
+            figures["figure"] += f", caught a riser at {riser_hits[0]:.2f} s"
+        return {
+            **figures,
+            "stair_edges_x_m": [round(e, 4) for e in edges],
+            "riser_m": riser,
+            "tread_m": round(tread, 4),
+            "longest_step_m": round(crossing, 4),
+            "final_sole_z_m": {s: round(float(p[2]), 4) for s, p in final.items()},
+            "both_feet_on_last_level": arrived,
+            "riser_contact_ticks": len(riser_hits),
+        }
+
+    return run
+
+
 def sim_settings(**config):
     def run(robot, out_dir) -> dict:
         from whole_body_control.sim import SimConfig
@@ -820,6 +916,8 @@ SCENARIOS: list[Scenario] = [
     Scenario("slope_up_10deg", slope(10.0), what="10 deg uphill (walk)"),
     Scenario("slope_down_10deg", slope(-10.0), what="10 deg downhill (walk)"),
     Scenario("step_up_5cm", step_up, what="5 cm step up (walk)"),
+    Scenario("stairs_up_10cm", stairs("up"), what=f"{STAIRS_RISERS} stairs of 10 cm up (walk)"),
+    Scenario("stairs_down_10cm", stairs("down"), what=f"{STAIRS_RISERS} stairs of 10 cm down (walk)"),
     Scenario("sim_dt_2ms", sim_settings(timestep=0.002), what="MuJoCo and control at 2 ms (walk)"),
     Scenario("sim_euler", sim_settings(integrator="euler"), what="MuJoCo Euler integrator (walk)"),
     Scenario("sim_elliptic", sim_settings(cone="elliptic"), what="MuJoCo elliptic friction cones (walk)"),
@@ -846,6 +944,11 @@ ROS_DROPPED = (
 ROS_NOT_APPLICABLE = {
     "step_up_5cm": "the walker node has no terrain input (in-process the walker plans on SimConfig.ground_height "
     "and a lengthened max_step_length; the ROS walker plans on flat ground)",
+    **{
+        f"stairs_{d}_10cm": "the walker node has no terrain input (in-process the walker plans on "
+        "SimConfig.ground_height and a lengthened max_step_length; the ROS walker plans on flat ground)"
+        for d in ("up", "down")
+    },
     "determinism": "compares the recorded time series and rosbag of two runs; the graph records neither "
     "(lockstep determinism of the graph itself: the final pose of two runs, test_ros_graph and docs/ros.md)",
     "infeasible_qp": "edits the controller's torque limits inside the running controller (no ROS parameter "

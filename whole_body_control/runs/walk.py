@@ -129,7 +129,8 @@ def run_walk(
     of it and the robot's friction.  With platforms in ``sim_config`` the walker
     plans its footsteps on that terrain (:meth:`SimConfig.ground_height`, a
     perfect terrain map); the controller's contacts take the footstep heights
-    from the walker's foot references.
+    from the walker's foot references.  The robot starts in its reference posture
+    set down on the ground under its base (on a platform when it starts on one).
 
     Hooks for robustness scenarios (all optional, see :mod:`whole_body_control.runs.scenarios`):
     ``sim_hook(sim)`` edits the simulation once before the reset (masses,
@@ -179,7 +180,10 @@ def run_walk(
         ctrl.hqp.record_hardest(hardest_count or HARDEST_COUNT)
     if sim_hook is not None:
         sim_hook(sim)
-    sim.reset(robot.q_ref)
+    q0 = robot.q_ref.copy()
+    # set down on the terrain under the base (a platform: the robot starts on top of it)
+    q0[2] += sim_config.ground_height(float(q0[0]), float(q0[1]))
+    sim.reset(q0)
     ctrl.reset(sim.q, sim.v)
     walker = make_walker(robot, ctrl, walker_config, sim_config.ground_height if sim_config.platforms else None)
     walker.walk_steps(int(steps), speed, vy, yaw_rate)
