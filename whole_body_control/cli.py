@@ -121,7 +121,8 @@ def cmd_walk(args) -> int:
     _check_walk_command(args, robot, walker_config, source)
     _warn_quick_checks(robot)
     # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
-    progress = Progress((args.steps + 2) * walker_config.step_duration + 1.0, "walk ")
+    gait = walker_config.gait(args.speed)  # the fast gait's step duration above the nominal speed
+    progress = Progress((args.steps + 2) * (walker_config.step_duration if gait is None else gait[0]) + 1.0, "walk ")
     summary = run_walk(
         robot,
         speed=args.speed,

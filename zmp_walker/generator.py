@@ -361,7 +361,9 @@ class PatternGenerator:
                 return
             final = True
             side = next_side or "right"
-            new = [Footstep(side, self.footsteps.closing_step(side, feet[other_side(side)]))]
+            # at the walk's gait: a fast-gait walk closes at its cadence
+            duration = kept[-1].duration if kept else None
+            new = [Footstep(side, self.footsteps.closing_step(side, feet[other_side(side)]), duration=duration)]
         elif kind == "goal":
             final = True
             new = self.footsteps.to_goal(feet, *arg)
@@ -518,10 +520,11 @@ class PatternGenerator:
         stance_side = phase.support[0]
         stance = phase.feet[stance_side]
         planned = self._planned_landing.setdefault(k, step.pose)
+        length_limit = self.config.step_length_limit(step.duration)
 
         def landing(m):
             target = step.position[:2] + m
-            pose = clamp_landing(self.footsteps, step.side, stance, planned, target, cfg.max_adjustment)
+            pose = clamp_landing(self.footsteps, step.side, stance, planned, target, cfg.max_adjustment, length_limit)
             return pose, (math.inf if pose is None else float(np.linalg.norm(target - pose.position[:2])))
 
         pose, left_out = landing(move)
