@@ -126,3 +126,20 @@ def test_the_velocity_limit_is_the_fast_gait_s(robot):
     plain = cfg.replace(fast_gait=FastGaitConfig())
     limit, formula = plain.velocity_limits(0.2)["vx"]
     assert limit == pytest.approx(cfg.nominal_speed) and formula.startswith("max_step_length / step_duration")
+
+
+@pytest.mark.parametrize("robot_name", sorted(ROBOTS))
+def test_the_cli_and_the_ros_walker_node_share_the_speed_limit(robot_name):
+    """``wbc walk`` refuses and the walker node warns about the same commands, with the same message:
+    the issue's speed passes, one beyond the fast gait's maximum names the file and the key."""
+    from whole_body_control.robot import load_robot
+    from whole_body_control.walker_stage import velocity_command_problems, walker_config_for
+
+    robot = load_robot(robot_name)
+    config, source = walker_config_for(robot)
+    assert velocity_command_problems(robot, config, source, ROBOTS[robot_name], 0.0, 0.0) == []
+    beyond = config.max_speed + 0.01
+    (problem,) = velocity_command_problems(robot, config, source, beyond, 0.0, 0.0)
+    assert f"--speed {beyond:g} m/s is beyond the walker's limit for robot '{robot_name}'" in problem
+    assert "fast_gait.max_step_length / fast_gait.step_duration" in problem
+    assert f"walker.yaml: robots.{robot_name}" in problem
