@@ -108,8 +108,11 @@ def test_fast_gait_values_are_validated(tmp_path):
         base.replace(fast_gait=FastGaitConfig(step_duration=0.5))
     with pytest.raises(ConfigError, match="fast_gait.step_duration"):
         base.replace(fast_gait=FastGaitConfig(step_duration=1.0, max_step_length=0.4))
-    with pytest.raises(ConfigError, match="fast_gait.max_step_length"):
-        base.replace(fast_gait=FastGaitConfig(step_duration=0.6, max_step_length=0.1))
+    # a nominal step lengthened beyond the fast gait's (step_up_5cm's step onto a platform) is no
+    # error: the fast gait's limit is then the nominal one
+    longer = load_walker_config(robot="g1").replace(max_step_length=0.25 + 1e-12)
+    assert longer.gait(0.4) is None  # 0.25 m / 0.6 s: nominal up to 0.417 m/s
+    assert longer.gait(0.5)[1] == longer.step_length_limit(0.46) == longer.max_step_length
     path = tmp_path / "walker.yaml"
     path.write_text("fast_gait: {step_duration: -0.5, max_step_length: 0.4}\n")
     with pytest.raises(ConfigError) as info:

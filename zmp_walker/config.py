@@ -210,11 +210,6 @@ class WalkerConfig:
                     f"'fast_gait.step_duration' ({fast.step_duration}) must be <= "
                     f"'step_duration' ({self.step_duration})"
                 )
-            if fast.max_step_length < self.max_step_length:
-                raise ConfigError(
-                    f"'fast_gait.max_step_length' ({fast.max_step_length}) must be >= "
-                    f"'max_step_length' ({self.max_step_length})"
-                )
 
     @property
     def nominal_speed(self) -> float:
@@ -227,7 +222,13 @@ class WalkerConfig:
         fast = self.fast_gait
         if not fast.enabled:
             return self.nominal_speed
-        return max(fast.max_step_length / fast.step_duration, self.nominal_speed)
+        return max(self._fast_length / fast.step_duration, self.nominal_speed)
+
+    @property
+    def _fast_length(self) -> float:
+        """The fast gait's step length limit [m], never below ``max_step_length`` (a scenario may
+        lengthen the nominal one, e.g. for a step onto a platform)."""
+        return max(self.fast_gait.max_step_length, self.max_step_length)
 
     def gait(self, vx: float) -> tuple[float, float] | None:
         """The fast gait for the forward speed ``vx`` [m/s] (:class:`FastGaitConfig`): ``(step
@@ -240,15 +241,15 @@ class WalkerConfig:
         if not self.fast_gait.enabled or v <= v0 + 1e-12 or v1 <= v0:
             return None
         s = min((v - v0) / (v1 - v0), 1.0)
-        length = self.max_step_length + s * (self.fast_gait.max_step_length - self.max_step_length)
+        length = self.max_step_length + s * (self._fast_length - self.max_step_length)
         duration = length / min(v, v1)
-        return duration, self.fast_gait.max_step_length
+        return duration, self._fast_length
 
     def step_length_limit(self, duration: float | None) -> float:
         """``|dx|`` limit [m] of a step of the given planned ``duration`` (None: nominal gait)."""
         if duration is None or not self.fast_gait.enabled:
             return self.max_step_length
-        return self.fast_gait.max_step_length
+        return self._fast_length
 
     @property
     def single_support_duration(self) -> float:
