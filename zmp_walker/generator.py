@@ -667,7 +667,8 @@ class PatternGenerator:
             return
         stance = sched.feet_before[k][other_side(step.side)]
         target = step.position[:2] + move
-        pose = clamp_landing(self.footsteps, step.side, stance, step.pose, target, cfg.max_adjustment)
+        limit = self.config.step_length_limit(step.duration)  # a fast-gait step's is the fast gait's
+        pose = clamp_landing(self.footsteps, step.side, stance, step.pose, target, cfg.max_adjustment, limit)
         if pose is None:
             out = move  # no landing at all (collision): the whole move is out of reach
         else:
