@@ -105,7 +105,15 @@ def test_a_number_out_of_range_names_the_flag_and_the_range(args, fragments):
 
 def test_a_speed_beyond_the_walker_limit_names_the_limit():
     out = run_cli("walk", "--robot", "g1", "--speed", "5")
-    assert_bad_input(out, "--speed 5 m/s", "max_step_length / step_duration", "0.25 m/s", "robots.g1")
+    assert_bad_input(
+        out,
+        "--speed 5 m/s",
+        "fast_gait.max_step_length / fast_gait.step_duration = 0.25 m / 0.45 s = 0.556 m/s",
+        "robots.g1",
+    )
+    # beyond the fast gait's maximum too, the message names the file and the key
+    out = run_cli("walk", "--robot", "talos", "--speed", "0.7")
+    assert_bad_input(out, "--speed 0.7 m/s", "= 0.4 m / 0.6 s = 0.667 m/s", "walker.yaml: robots.talos")
 
 
 def test_a_wbc_task_on_an_unknown_frame_names_the_file_and_the_key(tmp_path):

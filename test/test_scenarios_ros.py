@@ -45,17 +45,22 @@ def test_not_applicable_rows_keep_the_summary_shape():
     json.dumps(summary)
 
 
-@pytest.mark.parametrize("steps", [8, 30])
-def test_a_stop_at_the_planned_time_gives_the_in_process_footsteps(steps):
+@pytest.mark.parametrize(
+    "robot_name, steps, speed",
+    [("talos", 8, None), ("talos", 30, None), ("g1", 30, "fast"), ("talos", 30, "fast")],
+)
+def test_a_stop_at_the_planned_time_gives_the_in_process_footsteps(robot_name, steps, speed):
     """The walker as the node runs it: /cmd_vel from t = 0, the zero /cmd_vel taken at the
     pause and applied at the next batch start (up to one horizon later, on the walker's
-    grid); its footsteps and timing are walk_steps(steps)'s."""
+    grid); its footsteps and timing are walk_steps(steps)'s, also at walk_fast's speed (the
+    fast gait: the node's steps and closing step take its cadence as in-process)."""
+    from whole_body_control.runs.scenarios import fast_walk_speed
     from whole_body_control.state import RobotState
     from whole_body_control.walker_stage import make_walker
     from zmp_walker import load_walker_config
 
-    robot = load_robot("talos")
-    plan = walk_plan(robot, steps)
+    robot = load_robot(robot_name)
+    plan = walk_plan(robot, steps) if speed is None else walk_plan(robot, steps, fast_walk_speed(robot))
     state = RobotState(robot)
     state.update(robot.q_ref, np.zeros(robot.nv))
 
@@ -75,7 +80,8 @@ def test_a_stop_at_the_planned_time_gives_the_in_process_footsteps(steps):
         got, want = ros.schedule.steps, reference.schedule.steps
         assert len(got) == len(want) == steps
         for a, b in zip(got, want, strict=True):
-            assert a.side == b.side
+            assert a.side == b.side and a.duration == b.duration
+            assert (a.duration is None) == (speed is None)
             assert math.isclose(a.t_end, b.t_end, abs_tol=1e-9)
             np.testing.assert_allclose(a.position, b.position, atol=1e-9)
         assert math.isclose(ros.schedule.end_time + 1.0, plan.end_time, abs_tol=1e-6)

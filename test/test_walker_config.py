@@ -23,7 +23,9 @@ def test_repository_file_loads_for_every_robot():
     assert g1.step_duration < base.step_duration
     assert g1.max_step_length < base.max_step_length
     assert g1.preview == base.preview  # nested values not overridden are inherited
-    assert load_walker_config(robot="talos") == base
+    talos = load_walker_config(robot="talos")
+    assert talos.fast_gait.enabled and not base.fast_gait.enabled
+    assert talos.replace(fast_gait=base.fast_gait) == base  # Talos: the base values and its fast gait
 
 
 def test_overlay_merges_nested_sections(tmp_path):

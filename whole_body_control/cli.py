@@ -121,7 +121,8 @@ def cmd_walk(args) -> int:
     _check_walk_command(args, robot, walker_config, source)
     _warn_quick_checks(robot)
     # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
-    progress = Progress((args.steps + 2) * walker_config.step_duration + 1.0, "walk ")
+    gait = walker_config.gait(args.speed)  # the fast gait's step duration above the nominal speed
+    progress = Progress((args.steps + 2) * (walker_config.step_duration if gait is None else gait[0]) + 1.0, "walk ")
     summary = run_walk(
         robot,
         speed=args.speed,
@@ -141,20 +142,11 @@ def _check_walk_command(args, robot, walker_config, source: str) -> None:
     """A velocity command beyond what the walker's step limits allow is an error naming the
     limit (the planner would clamp each step to it, and the run would not go at that speed)."""
     from whole_body_control.errors import ConfigError
+    from whole_body_control.walker_stage import velocity_command_problems
 
-    left, right = (robot.sole_placement(side, robot.q_ref).translation for side in ("left", "right"))
-    limits = walker_config.velocity_limits(float(abs(left[1] - right[1])))
-    for flag, value, key, unit in (
-        ("--speed", args.speed, "vx", "m/s"),
-        ("--vy", args.vy, "vy", "m/s"),
-        ("--yaw-rate", args.yaw_rate, "yaw_rate", "rad/s"),
-    ):
-        limit, formula = limits[key]
-        if abs(value) > limit + 1e-9:
-            raise ConfigError(
-                f"{flag} {value:g} {unit} is beyond the walker's limit for robot '{robot.name}': "
-                f"|{flag}| <= {formula} = {limit:.3g} {unit} ({source}); the planner would clamp every step to it"
-            )
+    problems = velocity_command_problems(robot, walker_config, source, args.speed, args.vy, args.yaw_rate)
+    if problems:
+        raise ConfigError(problems[0])
 
 
 def cmd_bench(args) -> int:

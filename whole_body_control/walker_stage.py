@@ -129,6 +129,31 @@ def walker_config_for(robot: RobotModel) -> tuple[WalkerConfig, str]:
     return config, source
 
 
+def velocity_command_problems(
+    robot: RobotModel, config: WalkerConfig, source: str, vx: float, vy: float, yaw_rate: float
+) -> list[str]:
+    """What is beyond the walker's limits in the velocity command ``(vx, vy, yaw_rate)`` [m/s, m/s,
+    rad/s] (:meth:`WalkerConfig.velocity_limits`, the fast gait's forward limit when there is
+    one): one message per component, naming the limit's formula and ``source`` (file and key).
+    The footstep planner would clamp every step to the limit.  ``wbc walk`` refuses such a
+    command; the ROS walker node warns and walks at the limit."""
+    left, right = (robot.sole_placement(side, robot.q_ref).translation for side in ("left", "right"))
+    limits = config.velocity_limits(float(abs(left[1] - right[1])))
+    problems = []
+    for flag, value, key, unit in (
+        ("--speed", vx, "vx", "m/s"),
+        ("--vy", vy, "vy", "m/s"),
+        ("--yaw-rate", yaw_rate, "yaw_rate", "rad/s"),
+    ):
+        limit, formula = limits[key]
+        if abs(value) > limit + 1e-9:
+            problems.append(
+                f"{flag} {value:g} {unit} is beyond the walker's limit for robot '{robot.name}': "
+                f"|{flag}| <= {formula} = {limit:.3g} {unit} ({source}); the planner would clamp every step to it"
+            )
+    return problems
+
+
 def sole_rect(robot: RobotModel, side: str) -> SoleRect:
     s = robot.feet[side].sole
     return SoleRect(s.x_min, s.x_max, s.y_min, s.y_max)

@@ -30,6 +30,7 @@ __all__ = [
     "MpcConfig",
     "StepAdjustmentConfig",
     "DisturbanceObserverConfig",
+    "FastGaitConfig",
     "WalkerConfig",
     "load_walker_config",
     "default_config_path",
@@ -119,6 +120,27 @@ class DisturbanceObserverConfig:
 
 
 @dataclass(frozen=True)
+class FastGaitConfig:
+    """The gait above the nominal speed ``v0 = max_step_length / step_duration`` (of the
+    :class:`WalkerConfig`), up to ``v1 = fast_gait.max_step_length / fast_gait.step_duration``.
+
+    Between the two, the step length grows linearly with the forward speed, from the nominal
+    ``max_step_length`` at ``v0`` to ``fast_gait.max_step_length`` at ``v1``, and the step
+    duration is step length / speed: it shortens monotonically from ``step_duration`` to
+    ``fast_gait.step_duration`` (cadence and step length both grow with speed, as in human
+    and humanoid walking).  At ``v0`` and below the gait is the nominal one, untouched.
+    Both None: no fast gait (``v0`` is the walker's limit).
+    """
+
+    step_duration: float | None = field(default=None, metadata={"gt": 0.0})  # at the fastest gait [s]
+    max_step_length: float | None = field(default=None, metadata={"gt": 0.0})  # at the fastest gait [m]
+
+    @property
+    def enabled(self) -> bool:
+        return self.step_duration is not None and self.max_step_length is not None
+
+
+@dataclass(frozen=True)
 class WalkerConfig:
     """Walking pattern generator parameters (SI units).
 
@@ -158,6 +180,7 @@ class WalkerConfig:
     mpc: MpcConfig = field(default_factory=MpcConfig)
     step_adjustment: StepAdjustmentConfig = field(default_factory=StepAdjustmentConfig)
     disturbance_observer: DisturbanceObserverConfig = field(default_factory=DisturbanceObserverConfig)
+    fast_gait: FastGaitConfig = field(default_factory=FastGaitConfig)
 
     def validate(self) -> None:
         """Cross-field checks, run by the loader and by :meth:`replace`."""
@@ -176,6 +199,57 @@ class WalkerConfig:
             raise ConfigError(f"'planner_period' ({self.planner_period}) must be >= 'dt' ({self.dt})")
         if self.preview.horizon < self.planner_period:
             raise ConfigError(f"'preview.horizon' ({self.preview.horizon}) must be >= 'planner_period'")
+        fast = self.fast_gait
+        if (fast.step_duration is None) != (fast.max_step_length is None):
+            raise ConfigError(
+                "'fast_gait.step_duration' and 'fast_gait.max_step_length' are set together or not at all"
+            )
+        if fast.enabled:
+            if fast.step_duration > self.step_duration:
+                raise ConfigError(
+                    f"'fast_gait.step_duration' ({fast.step_duration}) must be <= "
+                    f"'step_duration' ({self.step_duration})"
+                )
+
+    @property
+    def nominal_speed(self) -> float:
+        """Fastest forward speed of the nominal gait, ``max_step_length / step_duration`` [m/s]."""
+        return self.max_step_length / self.step_duration
+
+    @property
+    def max_speed(self) -> float:
+        """Fastest forward speed [m/s]: that of the fast gait when there is one, else :attr:`nominal_speed`."""
+        fast = self.fast_gait
+        if not fast.enabled:
+            return self.nominal_speed
+        return max(self._fast_length / fast.step_duration, self.nominal_speed)
+
+    @property
+    def _fast_length(self) -> float:
+        """The fast gait's step length limit [m], never below ``max_step_length`` (a scenario may
+        lengthen the nominal one, e.g. for a step onto a platform)."""
+        return max(self.fast_gait.max_step_length, self.max_step_length)
+
+    def gait(self, vx: float) -> tuple[float, float] | None:
+        """The fast gait for the forward speed ``vx`` [m/s] (:class:`FastGaitConfig`): ``(step
+        duration [s], step length limit [m])``, or None when ``|vx|`` is within the nominal
+        gait's speed (or there is no fast gait): the nominal gait, ``step_duration`` and
+        ``max_step_length``.  Beyond :attr:`max_speed`, the fastest gait (the planner clamps
+        the step)."""
+        v = abs(float(vx))
+        v0, v1 = self.nominal_speed, self.max_speed
+        if not self.fast_gait.enabled or v <= v0 + 1e-12 or v1 <= v0:
+            return None
+        s = min((v - v0) / (v1 - v0), 1.0)
+        length = self.max_step_length + s * (self._fast_length - self.max_step_length)
+        duration = length / min(v, v1)
+        return duration, self._fast_length
+
+    def step_length_limit(self, duration: float | None) -> float:
+        """``|dx|`` limit [m] of a step of the given planned ``duration`` (None: nominal gait)."""
+        if duration is None or not self.fast_gait.enabled:
+            return self.max_step_length
+        return self._fast_length
 
     @property
     def single_support_duration(self) -> float:
@@ -201,11 +275,17 @@ class WalkerConfig:
         T = self.step_duration
         sep = self.foot_separation if self.foot_separation is not None else separation
         sep = min(max(sep, self.min_step_width), self.max_step_width)
+        fast = self.fast_gait
+        if fast.enabled and self.max_speed > self.nominal_speed:
+            vx = (
+                self.max_speed,
+                f"fast_gait.max_step_length / fast_gait.step_duration = "
+                f"{fast.max_step_length:g} m / {fast.step_duration:g} s",
+            )
+        else:
+            vx = (self.nominal_speed, f"max_step_length / step_duration = {self.max_step_length:g} m / {T:g} s")
         return {
-            "vx": (
-                self.max_step_length / T,
-                f"max_step_length / step_duration = {self.max_step_length:g} m / {T:g} s",
-            ),
+            "vx": vx,
             "vy": (
                 (self.max_step_width - sep) / (2.0 * T),
                 f"(max_step_width - foot separation) / (2 step_duration) = "

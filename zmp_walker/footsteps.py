@@ -15,10 +15,13 @@ right one.  Limits (from :class:`~zmp_walker.config.WalkerConfig`):
   reduced, until they do.
 
 Velocity command ``(vx, vy, wz)`` [m/s, m/s, rad/s] with step duration ``T``:
-``dx = vx T`` every step; the foot on the side of ``vy`` opens by ``2 |vy| T``
-and the other closes back to the nominal separation (mean lateral speed
-``vy``); likewise the foot on the side of ``wz`` turns by ``2 |wz| T`` and the
-other returns parallel (mean yaw rate ``wz``).
+``dx = vx T`` every step (above the nominal speed ``max_step_length /
+step_duration``, the fast gait's ``T`` and length limit,
+:meth:`~zmp_walker.config.WalkerConfig.gait`: cadence and step length grow with
+``|vx|``; the steps, the closing one too, carry that ``T`` as their
+``duration``); the foot on the side of ``vy`` opens by ``2 |vy| T`` and the
+other closes back to the nominal separation (mean lateral speed ``vy``);
+likewise the foot on the side of ``wz`` turns by ``2 |wz| T`` and the other returns parallel (mean yaw rate ``wz``).
 
 First foot from standing: the foot on the side of the turn (sign of ``wz``),
 else on the side of the lateral motion (sign of ``vy``), else the right foot
@@ -68,13 +71,16 @@ class Footstep:
     """One step: ``side`` foot swings during ``[t_start, t_end]`` [s] and lands at ``pose``.
 
     ``t_start``/``t_end`` are lift-off and touchdown times (generator clock);
-    they are ``nan`` for an untimed plan.
+    they are ``nan`` for an untimed plan.  ``duration`` [s] is the step's planned
+    duration when the fast gait sets it (:meth:`WalkerConfig.gait`); None: the
+    configured ``step_duration`` (:func:`zmp_walker.schedule.step_duration`).
     """
 
     side: Side
     pose: FootPose
     t_start: float = math.nan
     t_end: float = math.nan
+    duration: float | None = None
 
     @property
     def position(self) -> np.ndarray:
@@ -122,26 +128,33 @@ class FootstepPlanner:
 
     # -- single steps -------------------------------------------------------
 
-    def clamp(self, side: Side, dx: float, width: float, dyaw: float) -> tuple[float, float, float]:
+    def clamp(
+        self, side: Side, dx: float, width: float, dyaw: float, max_length: float | None = None
+    ) -> tuple[float, float, float]:
         """Apply the step limits to a step ``(dx, width, dyaw)`` in the stance frame.
 
         ``width`` is the unsigned lateral distance (positive away from the
-        stance foot); ``dyaw`` is signed (world convention).
+        stance foot); ``dyaw`` is signed (world convention); ``max_length``
+        replaces ``max_step_length`` (the fast gait's limit).
         """
         c = self.config
         s = side_sign(side)
-        dx = float(np.clip(dx, -c.max_step_length, c.max_step_length))
+        limit = c.max_step_length if max_length is None else max_length
+        dx = float(np.clip(dx, -limit, limit))
         width = float(np.clip(width, c.min_step_width, c.max_step_width))
         dyaw = s * float(np.clip(s * dyaw, 0.0, c.max_step_yaw))
         return dx, width, dyaw
 
-    def place(self, side: Side, stance: FootPose, dx: float, width: float, dyaw: float) -> FootPose:
+    def place(
+        self, side: Side, stance: FootPose, dx: float, width: float, dyaw: float, max_length: float | None = None
+    ) -> FootPose:
         """Landing pose of ``side`` for the step ``(dx, width, dyaw)`` from ``stance``.
 
-        The step is clamped to the limits, then made collision free by widening
-        (up to ``max_step_width``) and, failing that, by reducing the yaw.
+        The step is clamped to the limits (``max_length``: see :meth:`clamp`), then made
+        collision free by widening (up to ``max_step_width``) and, failing that, by
+        reducing the yaw.
         """
-        dx, width, dyaw = self.clamp(side, dx, width, dyaw)
+        dx, width, dyaw = self.clamp(side, dx, width, dyaw, max_length)
         s = side_sign(side)
         for _ in range(40):
             for w in np.arange(width, self.config.max_step_width + 1e-9, 0.005):
@@ -195,12 +208,19 @@ class FootstepPlanner:
         return polygons_overlap(a, b, self.config.foot_clearance)
 
     def velocity_step(self, side: Side, stance: FootPose, vx: float, vy: float, yaw_rate: float) -> FootPose:
-        """Landing pose of ``side`` for the velocity command (see module docstring)."""
-        T = self.config.step_duration
+        """Landing pose of ``side`` for the velocity command (see module docstring); its
+        duration is :meth:`step_timing`'s."""
+        T, max_length = self.step_timing(vx)
         s = side_sign(side)
         width = self.separation + (2.0 * abs(vy) * T if vy * s > 0 else 0.0)
         dyaw = 2.0 * yaw_rate * T if yaw_rate * s > 0 else 0.0
-        return self.place(side, stance, vx * T, width, dyaw)
+        return self.place(side, stance, vx * T, width, dyaw, max_length)
+
+    def step_timing(self, vx: float) -> tuple[float, float | None]:
+        """``(step duration [s], step length limit [m] or None: max_step_length)`` of the gait for
+        the forward speed ``vx`` [m/s] (:meth:`WalkerConfig.gait`)."""
+        gait = self.config.gait(vx)
+        return (self.config.step_duration, None) if gait is None else gait
 
     def closing_step(self, side: Side, stance: FootPose) -> FootPose:
         """``side`` beside ``stance``, parallel, at the nominal separation."""
@@ -236,6 +256,8 @@ class FootstepPlanner:
             raise PlanningError(f"number of steps must be >= 0, got {n_steps}")
         feet = dict(feet)
         side = first or self.first_side(vy, yaw_rate)
+        gait = self.config.gait(vx)
+        duration = None if gait is None else gait[0]  # the fast gait's steps carry their duration
         steps = []
         for i in range(n_steps):
             stance = feet[other_side(side)]
@@ -243,7 +265,7 @@ class FootstepPlanner:
                 pose = self.closing_step(side, stance)
             else:
                 pose = self.velocity_step(side, stance, vx, vy, yaw_rate)
-            steps.append(Footstep(side, pose))
+            steps.append(Footstep(side, pose, duration=duration))
             feet[side] = pose
             side = other_side(side)
         return steps

@@ -365,7 +365,9 @@ class PatternGenerator:
                 return
             final = True
             side = next_side or "right"
-            new = [Footstep(side, self.footsteps.closing_step(side, feet[other_side(side)]))]
+            # at the walk's gait: a fast-gait walk closes at its cadence
+            duration = kept[-1].duration if kept else None
+            new = [Footstep(side, self.footsteps.closing_step(side, feet[other_side(side)]), duration=duration)]
         elif kind == "goal":
             final = True
             new = self.footsteps.to_goal(feet, *arg)
@@ -522,10 +524,11 @@ class PatternGenerator:
         stance_side = phase.support[0]
         stance = phase.feet[stance_side]
         planned = self._planned_landing.setdefault(k, step.pose)
+        length_limit = self.config.step_length_limit(step.duration)
 
         def landing(m):
             target = step.position[:2] + m
-            pose = clamp_landing(self.footsteps, step.side, stance, planned, target, cfg.max_adjustment)
+            pose = clamp_landing(self.footsteps, step.side, stance, planned, target, cfg.max_adjustment, length_limit)
             if pose is not None:
                 pose = self._on_levels(sched.steps, k, pose)
             return pose, (math.inf if pose is None else float(np.linalg.norm(target - pose.position[:2])))
@@ -704,7 +707,8 @@ class PatternGenerator:
             return
         stance = sched.feet_before[k][other_side(step.side)]
         target = step.position[:2] + move
-        pose = clamp_landing(self.footsteps, step.side, stance, step.pose, target, cfg.max_adjustment)
+        limit = self.config.step_length_limit(step.duration)  # a fast-gait step's is the fast gait's
+        pose = clamp_landing(self.footsteps, step.side, stance, step.pose, target, cfg.max_adjustment, limit)
         if pose is None:
             out = move  # no landing at all (collision): the whole move is out of reach
         else:

@@ -12,7 +12,8 @@ swing time::
 
 with ``t_0 = t0 + start_duration`` and ``t_{k+1} = t_k + T_k``.  ``T_k`` is
 ``step_duration``, times ``level_change_duration_factor`` for a step between
-two heights (a step up or down, :func:`step_duration`): a longer swing to
+two heights (a step up or down, :func:`step_duration`; a fast-gait step has its
+own ``Footstep.duration`` in place of ``step_duration``): a longer swing to
 clear the edge and a longer double support after it.  A step's swing may be
 shortened (step timing adaptation, :mod:`zmp_walker.step_adjust`): ``swing_durations[k]``
 then replaces ``T_ss,k`` and every later step starts that much earlier (the
@@ -59,12 +60,14 @@ __all__ = ["Phase", "Schedule", "step_duration"]
 LEVEL_CHANGE = 1e-3  # a step between two heights differing by more than this [m] changes level
 
 
-def step_duration(config: WalkerConfig, start: FootPose, end: FootPose) -> float:
-    """Duration [s] of the step from the sole pose ``start`` to ``end``: ``step_duration``,
-    times ``level_change_duration_factor`` when the two are at different heights."""
+def step_duration(config: WalkerConfig, start: FootPose, end: FootPose, duration: float | None = None) -> float:
+    """Duration [s] of the step from the sole pose ``start`` to ``end``: ``duration`` (the
+    fast gait's, :attr:`Footstep.duration`) or else ``step_duration``, times
+    ``level_change_duration_factor`` when the two are at different heights."""
+    T = config.step_duration if duration is None else duration
     if abs(float(end.position[2]) - float(start.position[2])) > LEVEL_CHANGE:
-        return config.step_duration * config.level_change_duration_factor
-    return config.step_duration
+        return T * config.level_change_duration_factor
+    return T
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,7 @@ class Schedule:
             self.feet_before.append(nxt)
         # step k lasts durations[k] (longer between two levels), the last one ends at t_k + T_ss
         self.durations: tuple[float, ...] = tuple(
-            step_duration(config, self.feet_before[k][s.side], s.pose) for k, s in enumerate(steps)
+            step_duration(config, self.feet_before[k][s.side], s.pose, s.duration) for k, s in enumerate(steps)
         )
         overrides = tuple(swing_durations)[: len(self.durations)]
         self.swing_durations: tuple[float | None, ...] = overrides + (None,) * (len(self.durations) - len(overrides))

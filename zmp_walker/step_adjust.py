@@ -79,12 +79,14 @@ def clamp_landing(
     planned: FootPose,
     target_xy,
     max_adjustment: float,
+    max_length: float | None = None,
 ) -> FootPose | None:
     """Landing pose of ``side`` nearest ``target_xy`` (2,) [m] that respects the limits.
 
     Limits: at most ``max_adjustment`` [m] from ``planned``; ``|dx| <=
     max_step_length`` and ``min_step_width <= width <= max_step_width`` in the
-    ``stance`` frame; no collision with the stance sole (the width grows until
+    ``stance`` frame (``max_length`` in place of ``max_step_length``: a fast-gait
+    step's limit); no collision with the stance sole (the width grows until
     there is none).  The yaw of ``planned`` is kept.  None if no collision-free
     landing exists with that yaw.
     """
@@ -96,7 +98,8 @@ def clamp_landing(
         d *= max_adjustment / n
     local = stance.to_local(p0 + d)
     s = side_sign(side)
-    dx = float(np.clip(local[0], -c.max_step_length, c.max_step_length))
+    limit = c.max_step_length if max_length is None else max_length
+    dx = float(np.clip(local[0], -limit, limit))
     width = float(np.clip(s * local[1], c.min_step_width, c.max_step_width))
     dyaw = planned.yaw - stance.yaw
     for w in np.append(np.arange(width, c.max_step_width, 0.005), c.max_step_width):

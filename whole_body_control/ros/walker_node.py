@@ -26,8 +26,13 @@ apply from the first sample of the next batch.  With ``com_mode: dcm`` the CoM
 measured in the triggering state feeds every sample of its batch.  The contact
 flags are those the controller should use: a foot is released ``contact_lead``
 [s] before its lift-off (the force ramp of the controller).  A velocity command
-equal to the current one is ignored (no replanning); with ``cmd_vel_timeout`` > 0
-the walk stops when no /cmd_vel came for that long.
+equal to the current one is ignored (no replanning); one beyond the walker's limits
+(:func:`~whole_body_control.walker_stage.velocity_command_problems`, what ``wbc walk``
+refuses; forward: the fast gait's, ``fast_gait`` in config/walker.yaml) is warned about
+and walked at the limit (the footstep planner clamps each step).  Above the nominal
+speed the walker takes the fast gait (shorter, longer steps) as in-process: the same
+:class:`~zmp_walker.PatternGenerator`.  With ``cmd_vel_timeout`` > 0 the walk stops
+when no /cmd_vel came for that long.
 """
 
 from __future__ import annotations
@@ -55,7 +60,12 @@ from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, result, spin
 from whole_body_control.ros.qos import REFERENCE_QOS, state_qos
 from whole_body_control.state import RobotState
-from whole_body_control.walker_stage import make_walker, walker_config_for, walker_reference
+from whole_body_control.walker_stage import (
+    make_walker,
+    velocity_command_problems,
+    walker_config_for,
+    walker_reference,
+)
 from zmp_walker import MeasuredState, WalkerError
 
 PARAMS = [
@@ -145,7 +155,7 @@ class WalkerNode(Node):
         if p["com_mode"] not in ("reference", "dcm"):
             raise WbcError(f"parameter 'com_mode' must be 'reference' or 'dcm', got '{p['com_mode']}'")
         self.robot = load_robot(p["robot"], walker_config=p["walker_config"] or None)
-        self.config = walker_config_for(self.robot)[0]
+        self.config, self.config_source = walker_config_for(self.robot)
         self.lead = p["contact_lead"] if p["contact_lead"] >= 0 else wbc_config_for(self.robot).contacts.transition_time
         self.state = RobotState(self.robot)
         self.reader = cv.JointStateReader(self.robot.joint_names)  # extra joints are ignored
@@ -200,6 +210,9 @@ class WalkerNode(Node):
             self.cmd = cmd
             self.pending = ("velocity", cmd)
             self.get_logger().info(f"cmd_vel {cmd}")
+            # the limits `wbc walk` checks (the fast gait's forward limit): beyond, the planner clamps
+            for problem in velocity_command_problems(self.robot, self.config, self.config_source, *cmd):
+                self.get_logger().warning(f"/cmd_vel: {problem}")
         self.publish_status()
 
     def on_goal(self, msg: PoseStamped) -> None:

@@ -46,6 +46,8 @@ WALK_SPEED = 0.25  # [m/s]
 SHORT_WALK = 8  # [steps] of the variant scenarios
 LONG_WALK = 30  # [steps]
 FOOTSTEP_TOLERANCE = 0.05  # [m] a landed sole this far from its planned footstep fails a walk
+FAST_WALK_SPEED = {"g1": 0.5, "talos": 0.6}  # [m/s] issue 13: walk_fast (other robots: 0.9 x the walker's limit)
+FAST_WALK_TIME_RATIO = 1.1  # walk_fast: the last touchdown within this x its planned time
 
 
 @dataclass(frozen=True)
@@ -230,12 +232,12 @@ def _stand_figures(summary: dict) -> dict:
     }
 
 
-def _walk(robot, out_dir, steps: int = SHORT_WALK, **kw) -> dict:
+def _walk_summary(robot, out_dir, steps: int = SHORT_WALK, speed: float = WALK_SPEED, **kw) -> dict:
     from whole_body_control.runs.walk import run_walk
 
-    summary = run_walk(
+    return run_walk(
         robot,
-        WALK_SPEED,
+        speed,
         0.0,
         0.0,
         steps,
@@ -246,7 +248,10 @@ def _walk(robot, out_dir, steps: int = SHORT_WALK, **kw) -> dict:
         out_dir,
         **kw,
     )
-    return _walk_figures(summary, steps)
+
+
+def _walk(robot, out_dir, steps: int = SHORT_WALK, **kw) -> dict:
+    return _walk_figures(_walk_summary(robot, out_dir, steps, **kw), steps)
 
 
 # -- scenarios ------------------------------------------------------------------------------
@@ -260,6 +265,39 @@ def stand(robot, out_dir) -> dict:
 
 def walk(robot, out_dir) -> dict:
     return _walk(robot, out_dir, LONG_WALK)
+
+
+def fast_walk_speed(robot) -> float:
+    """walk_fast's speed [m/s]: :data:`FAST_WALK_SPEED`, else 0.9 x the walker's forward limit."""
+    from whole_body_control.walker_stage import walker_config_for
+
+    if robot.name in FAST_WALK_SPEED:
+        return FAST_WALK_SPEED[robot.name]
+    return round(0.9 * walker_config_for(robot)[0].max_speed, 3)
+
+
+def walk_fast(robot, out_dir) -> dict:
+    """Issue 13: 30 steps at 0.5 m/s (G1) / 0.6 m/s (Talos), the fast gait (config/walker.yaml
+    ``fast_gait``): the walking criterion, and the last touchdown within 1.1 x its planned time."""
+    speed = fast_walk_speed(robot)
+    summary = _walk_summary(robot, out_dir, LONG_WALK, speed=speed)
+    figures = _walk_figures(summary, LONG_WALK)
+    ratio = summary.get("duration_ratio")
+    in_time = ratio is not None and ratio <= FAST_WALK_TIME_RATIO
+    figures["passed"] = bool(figures["passed"] and in_time)
+    figures["figure"] += (
+        f", {speed:g} m/s: {summary['duration_s']:.2f}/{summary['planned_duration_s']:.2f} s ({ratio:.3f} x planned)"
+        if ratio is not None
+        else f", {speed:g} m/s: last touchdown not reached"
+    )
+    figures.update(
+        speed_mps=speed,
+        duration_s=summary["duration_s"],
+        planned_duration_s=summary["planned_duration_s"],
+        duration_ratio=ratio,
+        walking_speed_mps=summary.get("walking_speed_mps"),
+    )
+    return figures
 
 
 def friction(value: float):
@@ -889,6 +927,9 @@ def lifted(robot, out_dir) -> dict:
 SCENARIOS: list[Scenario] = [
     Scenario("stand_10s", stand, fast=False, what="stand 10 s"),
     Scenario("walk_30_steps", walk, what=f"walk {LONG_WALK} steps at {WALK_SPEED} m/s"),
+    Scenario(
+        "walk_fast", walk_fast, what=f"walk {LONG_WALK} steps fast (G1 0.5, Talos 0.6 m/s), within 1.1 x planned time"
+    ),
     Scenario("friction_0.4", friction(0.4), what="sim friction 0.4, controller 0.7 (walk)"),
     Scenario("friction_0.7", friction(0.7), what="sim friction 0.7, controller 0.7 (walk)"),
     Scenario("friction_1.25", friction(1.25), what="sim friction 1.25, controller 0.7 (walk)"),
@@ -1181,8 +1222,8 @@ def _ros_walk_figures(robot, s: dict, plan: WalkPlan) -> dict:
     }
 
 
-def _ros_walk(robot, opts: RosOptions, steps: int = SHORT_WALK, **kw) -> dict:
-    plan = walk_plan(robot, steps)
+def _ros_walk(robot, opts: RosOptions, steps: int = SHORT_WALK, speed: float = WALK_SPEED, **kw) -> dict:
+    plan = walk_plan(robot, steps, speed)
     s = _ros_run(robot, opts, plan.end_time, walk=True, cmd_vel=plan.speed, stop_at=plan.stop_at, **kw)
     return _ros_walk_figures(robot, s, plan)
 
@@ -1327,6 +1368,7 @@ def _ros_sim_dt(dt: float):
 ROS_RUNS: dict[str, Callable] = {
     "stand_10s": _ros_stand,
     "walk_30_steps": lambda robot, opts: _ros_walk(robot, opts, LONG_WALK),
+    "walk_fast": lambda robot, opts: _ros_walk(robot, opts, LONG_WALK, speed=fast_walk_speed(robot)),
     "friction_0.4": _ros_friction(0.4),
     "friction_0.7": _ros_friction(0.7),
     "friction_1.25": _ros_friction(1.25),

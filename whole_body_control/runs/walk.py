@@ -145,7 +145,10 @@ def run_walk(
     Summary keys (SI units): ``duration_s`` is the time from the walk command
     until the last step has landed in the simulation (all steps counted by the
     walker and both feet loaded), ``planned_duration_s`` the planned time of
-    that touchdown; ``distance_m`` the horizontal displacement of the sole
+    that touchdown (start double support included), ``duration_ratio`` the first
+    over the second (None without a last touchdown); ``walking_speed_mps`` is
+    ``distance_m`` over the time from the planned first lift-off to that
+    touchdown; ``distance_m`` the horizontal displacement of the sole
     midpoint (simulation) from start to end, ``planned_distance_m`` the
     walker's; ``zmp_outside_polygon_max_m`` the largest distance of the
     measured ZMP (simulated contact forces) outside the hull of the loaded
@@ -301,6 +304,7 @@ def run_walk(
     end_mid = _sole_midpoint(sim)
     t0 = schedule.t0 if schedule is not None else 0.0
     planned_touchdown = schedule.steps[-1].t_end - t0 if schedule is not None and schedule.steps else 0.0
+    t_lift = schedule.steps[0].t_start if schedule is not None and schedule.steps else None  # first lift-off
     planned_feet = schedule.final_feet if schedule is not None else None
     planned_distance = (
         float(
@@ -347,6 +351,12 @@ def run_walk(
         "planned_distance_m": round(planned_distance, 4),
         "duration_s": round(walk_end - t0, 4) if walk_end is not None else None,
         "planned_duration_s": round(planned_touchdown, 4),
+        "duration_ratio": round((walk_end - t0) / planned_touchdown, 4)
+        if walk_end is not None and planned_touchdown > 0.0
+        else None,
+        "walking_speed_mps": round(float(np.linalg.norm(end_mid - start_mid)) / (walk_end - t_lift), 4)
+        if walk_end is not None and t_lift is not None and walk_end > t_lift
+        else None,
         "simulated_s": round(k * dt, 4),
         "zmp_outside_polygon_max_m": round(zmp_out_max, 5),
         "com_tracking_error_max_m": round(com_err_max, 5),
