@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from whole_body_control.control_stage import ControlStage, Observation, StageConfig, Supervisor
+from whole_body_control.control_stage import ARMING, ControlStage, Observation, StageConfig, Supervisor
 from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.sim import SimConfig, Simulation
@@ -247,7 +247,7 @@ def test_multi_rate_in_a_worker_stands_and_drops_a_plan_overtaken_by_damping(tal
     for k in range(500):
         cmd = stage.cycle(observe(sim, k * PERIOD_NS))
         # a solve process arms in the background (the first state is damped meanwhile)
-        arming = k == 0 and worker == "process" and cmd.reason == "arming: the first solve is running"
+        arming = k == 0 and worker == "process" and cmd.reason == ARMING
         assert not cmd.damping or arming, cmd.reason
         stage.finish()
         # this loop outruns the clock the stamps stand for: a solve takes 0.5 to 1 ms of wall
@@ -316,7 +316,7 @@ def test_real_time_arms_in_the_solve_process_and_never_solves_in_the_loop(talos)
         stage._worker.call = lambda job: pytest.fail(f"solved in the command loop at {job[0].stamp_ns} ns")
         first = stage.cycle(observe(sim, 0))
         stage.finish()
-        assert first.damping and first.reason == "arming: the first solve is running"
+        assert first.damping and first.reason == ARMING
         assert np.isfinite(first.tau).all() and not stage.supervisor.armed
         busy = stage.cycle(observe(sim, PERIOD_NS))  # the worker has not answered (or just did)
         assert busy.damping or stage.supervisor.armed

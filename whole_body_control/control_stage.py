@@ -246,6 +246,9 @@ def non_finite(name: str, values: np.ndarray, labels=None) -> str | None:
     return f"non-finite {name}{where}"
 
 
+ARMING = "arming: the first solve is running"  # (real time, a solve process) the damping meanwhile
+
+
 class ControlStage:
     """See the module docstring.
 
@@ -393,13 +396,13 @@ class ControlStage:
             return None
         if not worker.done():
             if self._arming:
-                return self._damping(ns, "arming: the first solve is running")
+                return self._damping(ns, ARMING)
             age = "" if plan is None else f": the plan is {(ns - plan.stamp_ns) * 1e-6:.1f} ms old"
             return self._damping(ns, "the solve is late" + age)  # (past _plan_limit_ns, its successor not back)
         self._submitted_ns = self._solved = self._pending = None
         worker.submit((obs, _sampled(reference), None))  # its reply arms the stage (:meth:`_absorb`)
         self._arming = True
-        return self._damping(ns, "arming: the first solve is running")
+        return self._damping(ns, ARMING)
 
     def _late(self, age_ns: int) -> bool:
         """Whether a plan past its expiry is held (real time with a worker, not too old): a

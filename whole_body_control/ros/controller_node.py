@@ -56,7 +56,7 @@ from std_msgs.msg import Bool, Empty, Float64MultiArray, String
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from whole_body_control.config import wbc_config_for
-from whole_body_control.control_stage import ControlStage, Observation, StageConfig
+from whole_body_control.control_stage import ARMING, ControlStage, Observation, StageConfig
 from whole_body_control.errors import StateError, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
@@ -692,6 +692,12 @@ class ControllerNode(Node):
         for base_ns in [k for k in self.base if k < ns]:
             del self.base[base_ns]
         cmd = self.stage.cycle(obs, ref, missing or base_missing)
+        if self.first_command_s is None and cmd.reason == ARMING:
+            # nothing commanded yet: the first command waits for the arming solve (a few ms), as
+            # for the solve process's start, rather than damping a robot whose clock it may
+            # start (Talos on the ros2_control stand-in at 500 Hz sagged, saw a lift and fell)
+            self.stage.finish()
+            return
         self._publish(cmd)
         self.last_answered = ns
         self.tick_s.append(time.perf_counter() - t0)
