@@ -599,6 +599,26 @@ def slope(deg: float):
 STEP_UP_HEIGHT = 0.05  # [m]
 
 
+def _first_edge(robot):
+    """Where a walk at ``WALK_SPEED`` from the reference posture meets terrain: ``(walker
+    config, x of the front toe at start, sole, step length, edge_margin, x of the first
+    edge)``, the edge 5 cm (at least ``edge_margin`` + 1 cm) in front of the toe of the
+    third footstep."""
+    import pinocchio as pin
+
+    from whole_body_control.walker_stage import walker_config_for
+
+    walker_config = walker_config_for(robot)[0]
+    data = robot.model.createData()
+    pin.framesForwardKinematics(robot.model, data, robot.q_ref)
+    x0 = max(data.oMf[robot.foot_frame_ids[s]].translation[0] for s in ("left", "right"))
+    sole = robot.feet["left"].sole
+    dx = WALK_SPEED * walker_config.step_duration
+    margin = walker_config.edge_margin
+    edge = x0 + 3 * dx + sole.x_max + max(0.05, margin + 0.01)
+    return walker_config, x0, sole, dx, margin, edge
+
+
 def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_WALK) -> dict:
     """Walk at ``WALK_SPEED`` onto a ``height`` high platform (a box across the path in
     MuJoCo, same contact parameters as the floor, counted as ground by the contact and
@@ -613,19 +633,9 @@ def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_W
     beyond the edge (the sole is never across the edge).  Passes as a walk
     (:func:`_walk_figures`) whose two soles end on the platform.
     """
-    import pinocchio as pin
-
     from whole_body_control.sim import SimConfig
-    from whole_body_control.walker_stage import walker_config_for
 
-    walker_config = walker_config_for(robot)[0]
-    data = robot.model.createData()
-    pin.framesForwardKinematics(robot.model, data, robot.q_ref)
-    x0 = max(data.oMf[robot.foot_frame_ids[s]].translation[0] for s in ("left", "right"))
-    sole = robot.feet["left"].sole
-    dx = WALK_SPEED * walker_config.step_duration
-    margin = walker_config.edge_margin
-    edge = x0 + 3 * dx + sole.x_max + max(0.05, margin + 0.01)  # 5 cm (at least) in front of a toe
+    walker_config, x0, sole, dx, margin, edge = _first_edge(robot)
     # the step onto the platform: from the toe of the stance foot over both margins to its heel
     crossing = dx + (edge - (x0 + 4 * dx + sole.x_min)) + margin
     walker_config = walker_config.replace(max_step_length=max(walker_config.max_step_length, crossing + 0.01))
@@ -692,21 +702,11 @@ def stairs(direction: str, riser: float = STAIRS_RISER, risers: int = STAIRS_RIS
         raise ConfigError(f"stairs direction must be 'up' or 'down', got {direction!r}")
 
     def run(robot, out_dir) -> dict:
-        import pinocchio as pin
-
         from whole_body_control.sim import SimConfig
         from whole_body_control.sim.simulation import PLATFORM, PLATFORM_LENGTH
-        from whole_body_control.walker_stage import walker_config_for
 
-        walker_config = walker_config_for(robot)[0]
-        data = robot.model.createData()
-        pin.framesForwardKinematics(robot.model, data, robot.q_ref)
-        x0 = max(data.oMf[robot.foot_frame_ids[s]].translation[0] for s in ("left", "right"))
-        sole = robot.feet["left"].sole
-        dx = WALK_SPEED * walker_config.step_duration
-        margin = walker_config.edge_margin
+        walker_config, x0, sole, dx, margin, first = _first_edge(robot)
         tread = dx + (sole.x_max - sole.x_min) + 2.0 * margin + 0.02
-        first = x0 + 3 * dx + sole.x_max + max(0.05, margin + 0.01)  # the first edge, 5 cm (at least) ahead of a toe
         edges = [first + i * tread for i in range(risers)]
         top = risers * riser
         if direction == "up":  # level i + 1 from edges[i] on
