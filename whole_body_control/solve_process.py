@@ -60,7 +60,6 @@ class SolveProcess:
         self.error: BaseException | None = None
         # the worker's own timing of its solves (wall and CPU time [s]): the caller reads and
         # clears ``slow`` and ``max_wall``; a slow solve whose CPU time is short was not run
-        self.solves = 0
         self.max_wall = 0.0
         self.slow: list[tuple[float, float]] = []  # over SLOW_SOLVE_S (at most 100 kept)
         inner = replace(config, solve_worker="none")
@@ -80,7 +79,6 @@ class SolveProcess:
             raise payload
         if timing:
             wall, cpu = timing[0]
-            self.solves += 1
             self.max_wall = max(self.max_wall, wall)
             if wall > SLOW_SOLVE_S and len(self.slow) < 100:
                 self.slow.append((wall, cpu))
