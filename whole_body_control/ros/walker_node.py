@@ -53,7 +53,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from whole_body_control.config import wbc_config_for
 from whole_body_control.errors import WbcError
-from whole_body_control.estimation import LegOdometry
+from whole_body_control.estimation import SIDES, LegOdometry
 from whole_body_control.reference_trajectory import ReferenceTrajectory
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
@@ -349,7 +349,10 @@ class WalkerNode(Node):
                 self.get_logger().error(f"command rejected: {exc}")
         measured = None
         if self.p["com_mode"] == "dcm":
-            measured = MeasuredState(self.state.com.copy(), self.state.vcom.copy(), gravity=self.gravity())
+            # the soles where the kinematics put them, as the in-process walk measures them: the
+            # walker re-anchors its plan on a landing that missed its footstep
+            soles = {s: self.state.placement(self.robot.foot_frame_ids[s]).translation.copy() for s in SIDES}
+            measured = MeasuredState(self.state.com.copy(), self.state.vcom.copy(), gravity=self.gravity(), feet=soles)
         start = self.first_sample_ns(ns)
         refs = []
         for k in range(start, ns + self.horizon_ns + 1, self.sample_ns):
