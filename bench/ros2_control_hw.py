@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import _common
+import yaml
 
 ROBOT_SCRIPT = _common.ROOT / "test" / "ros2_control_robot.py"
 IMU_TOPIC = "/imu_sensor_broadcaster/imu"
@@ -55,11 +56,13 @@ def run(
     logs: str | None = None,
     wrenches: bool = True,
     command_order: str = "shuffle:7",
+    walker_params: dict | None = None,
 ) -> dict:
     """Stand ``stand`` [s], walk ``walk`` [s] at ``cmd_vel`` [m/s]; the robot's final status.
 
     ``wrenches``: the robot has foot force/torque sensors (G1 has none: False);
-    ``command_order``: the forward controller's joint order (``--command-order``)."""
+    ``command_order``: the forward controller's joint order (``--command-order``);
+    ``walker_params``: over the walker's parameters (``--walker-param``)."""
     import rclpy
     from geometry_msgs.msg import Twist
     from rclpy.node import Node
@@ -121,6 +124,7 @@ def run(
                 imu_topic=IMU_TOPIC,
                 left_wrench_topic=wrench.get("left", ""),
                 right_wrench_topic=wrench.get("right", ""),
+                walker_params=walker_params,
             )
             specs = [dataclasses.replace(s, parameters={**s.parameters, "control_period": 1.0 / rate}) for s in specs]
             procs = Processes(specs, env, log_dir)
@@ -193,7 +197,18 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=500.0, help="control rate [Hz]")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock limit per run [s]")
     parser.add_argument("--no-wrenches", action="store_true", help="the robot has no foot force/torque sensors")
+    parser.add_argument(
+        "--walker-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a walker parameter over hardware.yaml (e.g. com_mode=reference base_source=seed: open loop)",
+    )
     args = parser.parse_args()
+    walker_params = {}
+    for item in args.walker_param:
+        name, _, value = item.partition("=")
+        walker_params[name] = yaml.safe_load(value)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     results = []
     for robot in args.robots:
@@ -208,11 +223,14 @@ def main() -> None:
                     args.rate,
                     args.timeout,
                     wrenches=not args.no_wrenches,
+                    walker_params=walker_params,
                 )
             )
         except (RuntimeError, TimeoutError) as exc:
             results.append({"robot": robot, "clock": args.clock, "error": str(exc)})
     columns = ["robot", "clock", "time", "fell", "distance_m", "real_time_factor", "deadline_misses"]
+    for r in results:
+        r["walker_params"] = walker_params
     _common.print_table(results, [*columns, "command_latency_ms_p50", "command_latency_ms_p99", "first_command_s"])
     print(json.dumps({"results": results}))
 
