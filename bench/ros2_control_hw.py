@@ -64,10 +64,11 @@ def run(
     ``command_order``: the forward controller's joint order (``--command-order``);
     ``walker_params``: over the walker's parameters (``--walker-param``)."""
     import rclpy
-    from geometry_msgs.msg import Twist
+    from geometry_msgs.msg import Twist, TwistStamped
     from rclpy.node import Node
     from std_msgs.msg import String
 
+    from whole_body_control.ros import conversions as cv
     from whole_body_control.ros.graph import Processes, domain_id, graph_env, hardware_graph
 
     duration = stand + walk
@@ -104,7 +105,12 @@ def run(
                 lambda m: seen.__setitem__("first_command_s", json.loads(m.data).get("first_command_s")),
                 10,
             )
-            cmd_pub = node.create_publisher(Twist, "/cmd_vel", 10)
+            # lockstep: the walk starts at the robot's time `stand` exactly (a stamped /cmd_vel, sent
+            # from the start, applies from its stamp on: a run is reproducible); wall clock: a
+            # /cmd_vel sent when the robot's status shows `stand`, as an operator would
+            cmd_pub = node.create_publisher(TwistStamped if lockstep else Twist, "/cmd_vel", 10)
+            if lockstep:
+                walker_params = {"cmd_vel_stamped": True, **(walker_params or {})}
             t0 = time.monotonic()
 
             def check(what: str) -> None:
@@ -124,11 +130,18 @@ def run(
                 imu_topic=IMU_TOPIC,
                 left_wrench_topic=wrench.get("left", ""),
                 right_wrench_topic=wrench.get("right", ""),
-                walker_params=walker_params,
             )
-            specs = [dataclasses.replace(s, parameters={**s.parameters, "control_period": 1.0 / rate}) for s in specs]
+            over = {"zmp_walker": walker_params or {}}
+            period = {"control_period": 1.0 / rate}
+            specs = [
+                dataclasses.replace(s, parameters={**s.parameters, **period, **over.get(s.name, {})}) for s in specs
+            ]
             procs = Processes(specs, env, log_dir)
             twist = Twist()
+            if lockstep:
+                twist = TwistStamped()
+                twist.header.stamp = cv.ns_to_stamp(cv.seconds_to_ns(stand))
+                twist.twist.linear.x = float(cmd_vel)
             walking = False
             last_twist = 0.0
             while True:
@@ -137,7 +150,7 @@ def run(
                 s = seen["status"]
                 if s is not None and (s["finished"] or s["fell"]):
                     break
-                if s is not None and not walking and s["time"] >= stand:
+                if s is not None and not walking and s["time"] >= stand and not lockstep:
                     walking = True
                     twist.linear.x = float(cmd_vel)
                 if time.monotonic() - last_twist > 0.1:  # the walker drops a /cmd_vel older than its timeout

@@ -226,7 +226,6 @@ def hardware_graph(
     right_wrench_topic: str = "",
     estimator_node: bool = False,
     lockstep: bool = False,
-    walker_params: dict | None = None,
 ) -> list[NodeSpec]:
     """The hardware graph (``launch/bringup.launch.py``): walker and controller next to
     ros2_control (joint_state_broadcaster on ``joint_states_topic``, an
@@ -237,7 +236,6 @@ def hardware_graph(
     The base state is estimated inside the controller's process (one hop less);
     the walker is seeded from the IMU and the legs.  ``estimator_node`` runs the
     separate ``state_estimator`` node instead (``/state_estimator/odom``) for both.
-    ``walker_params``: over the walker's parameters.
     ``lockstep``: a simulated robot that steps once per command (needs ``use_sim_time``):
     each state waits for the walking reference of its stamp, and the time step is nominal."""
     files = (str(params_file or params_path("hardware")),)
@@ -262,7 +260,6 @@ def hardware_graph(
         # no use_sim_time: the walker runs on the state stamps, it reads no clock (see sim_graph)
         wparams = {"robot": robot, "base_source": "topic" if estimator_node else "seed", **walker_timing}
         wparams["imu_topic"] = imu_topic
-        wparams.update(walker_params or {})
         specs.insert(0, NodeSpec(*WALKER, files, wparams, remap + state_remaps))
     if estimator_node:
         wrench_remaps = tuple(

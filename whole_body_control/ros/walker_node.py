@@ -2,7 +2,8 @@
 
 Subscribes:
     /cmd_vel (geometry_msgs/Twist: linear.x, linear.y [m/s], angular.z [rad/s]
-    in the feet-midpoint frame; all zero stops), /goal_pose
+    in the feet-midpoint frame; all zero stops; geometry_msgs/TwistStamped with
+    ``cmd_vel_stamped``, as Nav2 sends it: it applies from its stamp on), /goal_pose
     (geometry_msgs/PoseStamped in the world frame: walk there),
     /joint_states + base_state (nav_msgs/Odometry): the robot state; the first
     one seeds the walker (sole poses, CoM); a state is a tick.
@@ -42,7 +43,7 @@ import types
 
 import numpy as np
 import pinocchio as pin
-from geometry_msgs.msg import PoseStamped, Twist
+from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry, Path
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
@@ -110,6 +111,13 @@ PARAMS = [
         read_only=True,
     ),
     Param("cmd_vel_timeout", 0.0, "stop walking when no /cmd_vel came for this long [s] (0: never)", (0.0, INF)),
+    Param(
+        "cmd_vel_stamped",
+        False,
+        "/cmd_vel is geometry_msgs/TwistStamped (Nav2's enable_stamped_cmd_vel); a command applies from the "
+        "first batch whose state is at or past its stamp (a driver can start a lockstep walk at an exact time)",
+        read_only=True,
+    ),
     Param("viz_period", 0.1, "period of the footstep path, markers and status [s] (state stamps)", (1e-3, 60.0)),
     Param(
         "base_source",
@@ -178,6 +186,7 @@ class WalkerNode(Node):
         self.last_ns: int | None = None
         self.cmd: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self.pending: tuple | None = None
+        self.pending_ns = 0  # [ns] state stamp from which the pending command applies
         self.last_cmd_ns: int | None = None
         self._next_viz = 0
         self.add_on_set_parameters_callback(lambda params: result())
@@ -185,7 +194,10 @@ class WalkerNode(Node):
         self.path_pub = self.create_publisher(Path, "/walker/footsteps", 1)
         self.marker_pub = self.create_publisher(MarkerArray, "/walker/markers", 1)
         self.status_pub = self.create_publisher(String, "/walker/status", 10)
-        self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
+        if p["cmd_vel_stamped"]:
+            self.create_subscription(TwistStamped, "/cmd_vel", self.on_cmd_vel_stamped, 10)
+        else:
+            self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
         self.create_subscription(PoseStamped, "/goal_pose", self.on_goal, 10)
         qos = state_qos(p["state_history"])
         self.create_subscription(JointState, "/joint_states", self.on_joint_states, qos, raw=True)
@@ -204,11 +216,16 @@ class WalkerNode(Node):
     # -- commands ----------------------------------------------------------------------------
 
     def on_cmd_vel(self, msg: Twist) -> None:
-        cmd = cv.twist_from_msg(msg)
+        self._velocity(cv.twist_from_msg(msg), 0)
+
+    def on_cmd_vel_stamped(self, msg: TwistStamped) -> None:
+        self._velocity(cv.twist_from_msg(msg.twist), cv.stamp_to_ns(msg.header.stamp))
+
+    def _velocity(self, cmd: tuple[float, float, float], at_ns: int) -> None:
         self.last_cmd_ns = self.last_ns
         if cmd != self.cmd:
             self.cmd = cmd
-            self.pending = ("velocity", cmd)
+            self.pending, self.pending_ns = ("velocity", cmd), at_ns
             self.get_logger().info(f"cmd_vel {cmd}")
             # the limits `wbc walk` checks (the fast gait's forward limit): beyond, the planner clamps
             for problem in velocity_command_problems(self.robot, self.config, self.config_source, *cmd):
@@ -217,7 +234,7 @@ class WalkerNode(Node):
 
     def on_goal(self, msg: PoseStamped) -> None:
         goal = cv.goal_from_msg(msg)
-        self.pending = ("goal", goal)
+        self.pending, self.pending_ns = ("goal", goal), 0
         self.get_logger().info(f"goal {goal}")
         self.publish_status()
 
@@ -296,7 +313,7 @@ class WalkerNode(Node):
         if timeout > 0 and self.cmd != (0.0, 0.0, 0.0) and self.last_cmd_ns is not None:
             if ns - self.last_cmd_ns > timeout * 1e9:
                 self.get_logger().warning("no /cmd_vel for cmd_vel_timeout: stopping")
-                self.cmd, self.pending = (0.0, 0.0, 0.0), ("velocity", (0.0, 0.0, 0.0))
+                self.cmd, self.pending, self.pending_ns = (0.0, 0.0, 0.0), ("velocity", (0.0, 0.0, 0.0)), 0
         self.publish_trajectory(ns)
 
     def gravity(self) -> np.ndarray | None:
@@ -337,7 +354,7 @@ class WalkerNode(Node):
     def publish_trajectory(self, ns: int) -> None:
         """Samples from :meth:`first_sample_ns` to ``ns + horizon`` -> one /walker/reference."""
         walker = self.walker
-        if self.pending is not None:
+        if self.pending is not None and ns >= self.pending_ns:
             kind, arg = self.pending
             self.pending = None
             try:
