@@ -385,6 +385,7 @@ def run_graph(
     walker_params: dict | None = None,
     controller_params: dict | None = None,
     watch: bool = False,
+    walker: bool = True,
 ) -> dict:
     """Run the simulation graph for ``duration`` [s] of simulated time, walking at
     ``cmd_vel`` [m/s] (forward) from the start; returns the run summary.
@@ -401,7 +402,9 @@ def run_graph(
       a zero /cmd_vel, waits for the walker to take it and resumes (the walker applies it
       from its next batch of samples: the walk ends with a closing step);
     * ``bridge_params``, ``walker_params``, ``controller_params``: see :func:`sim_graph`;
-    * ``stop_on_fall``: end at the bridge's first fall (otherwise run to ``duration``).
+    * ``stop_on_fall``: end at the bridge's first fall (otherwise run to ``duration``);
+    * ``walker`` False: no walker node, the controller holds its standing reference (as
+      ``wbc stand`` in-process); no ``cmd_vel`` or ``stop_at`` then.
 
     ``watch`` adds what the driver heard: ``controller`` (the last
     /whole_body_controller/diagnostics, sent after the end; ``damping_seen``: a status
@@ -422,6 +425,8 @@ def run_graph(
 
     from whole_body_control.ros import conversions as cv
 
+    if not walker and (cmd_vel or stop_at is not None):
+        raise ValueError("run_graph: cmd_vel and stop_at need the walker")
     bridge_params = dict(bridge_params or {})
     if stop_at is not None:
         bridge_params["pause_at"] = float(stop_at)
@@ -429,7 +434,7 @@ def run_graph(
         robot,
         lockstep,
         params_file,
-        walker=True,
+        walker=walker,
         estimator=estimator,
         end_time=duration,
         start_paused=True,
@@ -531,11 +536,14 @@ def run_graph(
                 cmd_pub.publish(twist)
                 w = seen["walker"]
                 ready = (
-                    w is not None
-                    and abs(w["cmd_vel"][0] - float(cmd_vel)) < 1e-12
+                    (
+                        not walker
+                        or w is not None
+                        and abs(w["cmd_vel"][0] - float(cmd_vel)) < 1e-12
+                        and node.count_subscribers("/walker/reference") > 0
+                    )
                     and node.count_publishers(commands) > 0
                     and node.count_subscribers("/sim/pause") > 0
-                    and node.count_subscribers("/walker/reference") > 0
                     and (not pushes or node.count_subscribers("/sim/push") > 0)
                 )
                 if ready:

@@ -1135,6 +1135,9 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
     modes = {"com_mode": opts.com_mode} if walk else {}
     walker = {**modes, **WALKER_DCM} if modes.get("com_mode") == "dcm" else modes
     try:
+        # standing: no walker, the controller holds its own standing reference as run_stand
+        # does in-process (with the walker's standing reference, Talos survived forward
+        # pushes of 0.2 m/s through the graph, and push_standing_0.35 fell)
         return run_graph(
             robot.name,
             lockstep=True,
@@ -1144,6 +1147,7 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
             watch=True,
             walker_params=walker,
             controller_params=modes,
+            walker=walk,
             **kw,
         )
     finally:
