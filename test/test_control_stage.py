@@ -36,6 +36,50 @@ def observe(sim: Simulation, ns: int, base=True, wrenches=True) -> Observation:
     )
 
 
+def _pitched(robot, pitch: float, hip_sign: float):
+    """Joint positions of the reference posture with every hip pitch joint moved by
+    ``hip_sign * pitch``, and the base attitude pitched by ``pitch`` (x, y, z, w)."""
+    qj = robot.q_ref[7:].copy()
+    for k, name in enumerate(robot.joint_names):
+        if "hip_pitch" in name or name.startswith("leg_") and name.endswith("_3_joint"):  # G1, Talos
+            qj[k] += hip_sign * pitch
+    return qj, np.array([0.0, np.sin(0.5 * pitch), 0.0, np.cos(0.5 * pitch)])
+
+
+@pytest.mark.parametrize("name", ["talos", "g1"])
+def test_a_pelvis_bent_over_flat_soles_is_no_fall(name):
+    """The tilt rule: the pelvis pitched 1 rad (beyond max_tilt 0.8) by the hips, the soles
+    flat, is the hip strategy's posture, not a fall (G1 pitched 1.01 rad standing after a 0.35
+    m/s forward push, and recovered); the same tilt with the legs along the pelvis, or
+    beyond BENT_MAX_TILT, is one."""
+    from whole_body_control.control_stage import BENT_MAX_TILT, FLAT_SOLE_TILT
+
+    robot = load_robot(name)
+    stage = ControlStage(robot, None, StageConfig(period=0.001, max_tilt=0.8))
+    # the hip sign that keeps the soles flat (the joint axes' conventions differ)
+    bent = min((_pitched(robot, 1.0, sign) for sign in (1.0, -1.0)), key=lambda x: stage._sole_tilt(x[1], x[0]))
+    assert stage._sole_tilt(bent[1], bent[0]) < 0.05  # the construction: soles flat
+    straight = (robot.q_ref[7:].copy(), bent[1])
+    assert stage._sole_tilt(straight[1], straight[0]) > FLAT_SOLE_TILT
+
+    def state(qj, quat) -> Observation:
+        zero = np.zeros(robot.na)
+        base = (np.concatenate([robot.q_ref[:3], quat]), np.zeros(6))
+        return Observation(0, qj, zero, (), (quat, np.zeros(3), np.array([0.0, 0.0, 9.81])), base, None)
+
+    stage._unusable(state(*bent), "")
+    assert stage.supervisor.latched is None
+    stage._unusable(state(*straight), "")
+    assert stage.supervisor.latched.startswith("fall: IMU tilt 1.00 rad > max_tilt 0.8 rad (a sole at")
+    stage = ControlStage(robot, None, StageConfig(period=0.001, max_tilt=0.8))
+    over = min(
+        (_pitched(robot, BENT_MAX_TILT + 0.05, s) for s in (1.0, -1.0)), key=lambda x: stage._sole_tilt(*x[::-1])
+    )
+    assert stage._sole_tilt(over[1], over[0]) < FLAT_SOLE_TILT  # bent over, soles flat, but too far
+    stage._unusable(state(*over), "")
+    assert stage.supervisor.latched is not None
+
+
 def test_stale_rule_damps_within_three_periods_checked_every_period():
     sup = Supervisor(PERIOD_NS, stale_periods=3)
     assert sup.stale(10 * PERIOD_NS) is None  # nothing received yet: not stale, not armed

@@ -154,7 +154,11 @@ PARAMS = [
     ),
     Param("fixed_dt", False, "use control_period as the time step (lockstep) instead of the stamp differences"),
     Param(
-        "max_tilt", 0.8, "IMU tilt from upright above which the robot has fallen (latched damping) [rad]", (0.0, 3.2)
+        "max_tilt",
+        0.8,
+        "IMU tilt from upright above which the robot has fallen (latched damping) [rad], unless both soles "
+        "are flat (the hip strategy bends the pelvis over) and the tilt is below 1.3 rad",
+        (0.0, 3.2),
     ),
     Param("com_mode", "reference", "'reference': track the planned CoM; 'dcm': the walker's DCM feedback"),
     Param(
