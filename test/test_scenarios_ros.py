@@ -139,3 +139,18 @@ def test_a_10_deg_slope_through_the_graph():
     print(json.dumps(summary))
     r = summary["scenarios"][0]
     assert r["applies"] and r["passed"], r["figure"]
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_the_walking_lateral_push_of_half_a_meter_per_second_through_the_graph():
+    """walk_push_lateral_0.5 (issue 13's acceptance command, 20 steps at 0.25 m/s, pushed
+    0.5 m/s sideways at 4 s) through the graph at 1 kHz: it fell there (6/20 steps) while it
+    passed in-process, until the walker node's horizon (its DCM feedback's delay) went from
+    30 ms to 5 ms and the controller's QP ran on every state, as in-process."""
+    pytest.importorskip("rclpy")
+    summary = run_suite("talos", ["walk_push_lateral_0.5"], through="ros")
+    print(json.dumps(summary))
+    r = summary["scenarios"][0]
+    assert r["applies"] and r["passed"], r["figure"]
+    assert r["steps_completed"] == 20 and not r["fell"] and r["damping_commands"] == 0
