@@ -487,11 +487,10 @@ class ControlStage:
         q[3:7] = quat / np.linalg.norm(quat)
         q[7:] = q_joints
         pin.forwardKinematics(model, data, q)
-        worst = 0.0
-        for side in SIDES:
-            r22 = pin.updateFramePlacement(model, data, self.robot.foot_frame_ids[side]).rotation[2, 2]
-            worst = max(worst, math.acos(max(-1.0, min(1.0, float(r22)))))
-        return worst
+        return max(
+            _from_vertical(pin.updateFramePlacement(model, data, self.robot.foot_frame_ids[side]).rotation[2, 2])
+            for side in SIDES
+        )
 
     def _unusable(self, obs: Observation, reference_missing: str) -> str:
         """Why the state cannot be controlled ("" if it can); latches a tilt."""
@@ -869,5 +868,10 @@ class SolveReply:
 def _tilt(quat_xyzw: np.ndarray) -> float:
     """Angle [rad] between the base z axis and the world z axis."""
     x, y, z, w = quat_xyzw.tolist()
-    r22 = 1.0 - 2.0 * (x * x + y * y) / (x * x + y * y + z * z + w * w)
-    return float(math.acos(max(-1.0, min(1.0, r22))))
+    return _from_vertical(1.0 - 2.0 * (x * x + y * y) / (x * x + y * y + z * z + w * w))
+
+
+def _from_vertical(r22: float) -> float:
+    """Angle [rad] between a frame's z axis and the world z axis, from its rotation's
+    entry (2, 2) (rounding kept within acos's domain)."""
+    return float(math.acos(max(-1.0, min(1.0, float(r22)))))
