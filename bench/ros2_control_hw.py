@@ -137,11 +137,12 @@ def run(
                 dataclasses.replace(s, parameters={**s.parameters, **period, **over.get(s.name, {})}) for s in specs
             ]
             procs = Processes(specs, env, log_dir)
-            twist = Twist()
             if lockstep:
                 twist = TwistStamped()
                 twist.header.stamp = cv.ns_to_stamp(cv.seconds_to_ns(stand))
                 twist.twist.linear.x = float(cmd_vel)
+            else:
+                twist = Twist()  # zero until the robot's status shows `stand`
             walking = False
             last_twist = 0.0
             while True:

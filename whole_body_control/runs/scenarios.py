@@ -1044,7 +1044,7 @@ class RosOptions:
 
     control_period: float = 0.001  # [s] bridge, walker and controller (the in-process suite: 1 ms)
     # walker and controller in the walks, as run_walk's default: with "dcm" the walker runs at 250 Hz
-    # with a 30 ms horizon (WALKER_DCM), so it gets the measured CoM every 4 ms (at the sim
+    # with a 5 ms horizon (WALKER_DCM), so it gets the measured CoM every 4 ms (at the sim
     # graph's 100 Hz with 0.1 s, "dcm" fell on flat ground)
     com_mode: str = "dcm"
     # [s] the controller's QP: 0 on every state, as in-process (config/ros/sim.yaml's 4 ms is for
