@@ -403,6 +403,55 @@ def test_real_time_arms_in_the_solve_process_and_never_solves_in_the_loop(talos)
         stage.close()
 
 
+def test_real_time_resumes_from_the_kept_plan_after_a_short_stale_outage(talos):
+    """Real time with a solve process: joint states that stop for 8 periods (a stalled
+    machine) get damping from the watchdog within 3 periods; the first state back is
+    answered at once from the plan kept through the outage, not damped while an arming
+    solve runs.  An outage longer than the held plans' limit re-arms through a solve."""
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_worker="process"))
+
+    def tick(ns: int):
+        stage.supervisor.received(ns)
+        cmd = stage.cycle(observe(sim, ns))
+        stage.finish()
+        stage._worker.wait()  # (this loop outruns the clock)
+        sim.step(cmd.tau)
+        return cmd
+
+    try:
+        stage._worker.start()
+        for k in range(100):
+            cmd = tick(k * PERIOD_NS)
+        assert not cmd.damping, cmd.reason
+        last = 99 * PERIOD_NS
+        answers = [stage.watchdog(last + j * PERIOD_NS) for j in range(1, 9)]  # no state for 8 periods
+        assert answers[0] is None and answers[1] is None
+        assert all(a is not None and a.damping and "stale" in a.reason for a in answers[2:])
+        for a in answers:  # the robot holds the last command, then the watchdog's damping
+            sim.step(cmd.tau if a is None else a.tau)
+        stage.supervisor.events.clear()
+        back = tick(last + 9 * PERIOD_NS)
+        assert not back.damping, back.reason
+        assert stage.supervisor.armed
+        assert any(e.startswith("resumed at") and "holding the plan" in e for e in stage.supervisor.events)
+        for k in range(109, 300):
+            cmd = tick(k * PERIOD_NS)
+            assert not cmd.damping, cmd.reason
+        assert sim.base_height() > 0.95 * talos.q_ref[2]
+        # an outage beyond the held plans' limit: the plan is dropped, a solve arms
+        last = 299 * PERIOD_NS
+        assert stage.watchdog(last + 3 * PERIOD_NS).damping
+        late = stage._plan_limit_ns + 10 * PERIOD_NS
+        stage.supervisor.received(last + late)
+        again = stage.cycle(observe(sim, last + late))
+        stage.finish()
+        assert again.damping and again.reason == ARMING
+    finally:
+        stage.close()
+
+
 def _waiting_worker_run(talos, worker: str) -> tuple[np.ndarray, list[str]]:
     """300 states with solve_wait = 2; at state 150 a runtime change of a task's weight,
     at 200 a damping (the next state re-arms): torques and the supervisor's events."""

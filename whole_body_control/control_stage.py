@@ -310,6 +310,7 @@ class ControlStage:
             from whole_body_control.solve_process import SolveProcess
 
             self._worker = SolveProcess(robot, wbc_config, self.config, self._sync, self._absorb)
+        self._outage = False  # damped for a stale state, the plan kept (see _damping)
         self._submitted_ns: int | None = None  # the state of the solve in the thread
         self._solved: tuple[int, _Plan] | None = None  # (generation, plan) it produced
 
@@ -319,14 +320,19 @@ class ControlStage:
 
     # -- the tick -------------------------------------------------------------------------------
 
-    def _damping(self, stamp_ns: int, reason: str) -> Command:
+    def _damping(self, stamp_ns: int, reason: str, outage: bool = False) -> Command:
+        """Damping, disarmed.  ``outage``: no new state came (the watchdog): the plan and a
+        solve in flight are kept, so that states back within the plan's limit resume from
+        it (:meth:`_resume`); any other cause drops them."""
         self.supervisor.refuse(reason)
-        self._generation += 1
-        self._plan = None
-        if self._pending is not None:
-            self._pending = None
-            if self._worker is not None:
-                self._submitted_ns = None  # it was due, never sent
+        self._outage = outage and self._plan is not None and not self._plan.damping
+        if not self._outage:
+            self._generation += 1
+            self._plan = None
+            if self._pending is not None:
+                self._pending = None
+                if self._worker is not None:
+                    self._submitted_ns = None  # it was due, never sent
         tau = self.ctrl.damping_torques(self.last_v)
         return Command(stamp_ns, self._clip(tau), True, "damping", reason)
 
@@ -364,6 +370,8 @@ class ControlStage:
             return self._damping(ns, why)
         if self._submitted_ns is not None:
             self._take_solved(ns)
+        if self._outage:
+            self._resume(ns)
         plan = self._plan
         if plan is not None and ns - plan.stamp_ns > self._plan_expires_ns and self._late(ns - plan.stamp_ns):
             self.late_plans += 1
@@ -418,6 +426,27 @@ class ControlStage:
         worker.submit((obs, _sampled(reference), None))  # its reply arms the stage (:meth:`_absorb`)
         self._arming = True
         return self._damping(ns, ARMING)
+
+    def _resume(self, ns: int) -> None:
+        """The first usable state after a stale-state outage (real time, a worker): armed
+        again at once, holding the plan kept through the outage if it is within the held
+        plans' limit; else armed by a solve as usual.  Re-arming through the solve process
+        after each outage damped a few more periods (the arming solve, 2 to 5 ms on the
+        loaded 2-core machine) each time the machine stalled the robot's states."""
+        self._outage = False
+        plan, sup = self._plan, self.supervisor
+        if (
+            plan is not None
+            and self.config.solve_wait == 0
+            and self._worker is not None
+            and sup.latched is None
+            and not self.needs_reset
+            and ns - plan.stamp_ns <= self._plan_limit_ns
+        ):
+            sup.armed, sup.reason = True, ""
+            sup.events.append(
+                f"resumed at t = {ns * 1e-9:.3f} s, holding the plan of {(ns - plan.stamp_ns) * 1e-6:.1f} ms ago"
+            )
 
     def _late(self, age_ns: int) -> bool:
         """Whether a plan past its expiry is held (real time with a worker, not too old): a
@@ -737,7 +766,7 @@ class ControlStage:
         why = self.supervisor.stale(now_ns)
         if why is None or self.last_stamp_ns is None:
             return None
-        return self._damping(self.last_stamp_ns, why)
+        return self._damping(self.last_stamp_ns, why, outage=True)
 
     def rearm(self) -> str:
         """Leave a latched fall or e-stop (the controller is re-seeded); "" or why not."""
