@@ -33,6 +33,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         *share_files("launch", "*.py"),
         *share_files("config", "**/*.yaml"),
+        *share_files("config", "**/*.xml"),
         *share_files("urdf", "*"),
     ],
     # ROS 2 itself (rclpy, message packages) is deliberately not listed: it comes from

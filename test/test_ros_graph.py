@@ -590,3 +590,21 @@ def test_launch_control_period_reaches_every_node_and_rejects_bad_values():
         )
         assert out.returncode == 2 and "--control-period must be finite and > 0" in out.stderr
         assert "Traceback" not in out.stderr
+
+
+def test_fastdds_profile_unless_the_user_has_one(monkeypatch, tmp_path):
+    """The nodes' processes take the package's Fast DDS participant profile (0.5 s announcement
+    period: a robot that comes up after them is found within it, not within 3 s), a profile of
+    the user's own stays."""
+    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV, use_fastdds_profile
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(FASTDDS_PROFILE_ENV, raising=False)
+    monkeypatch.delenv("SKIP_DEFAULT_XML_FILE", raising=False)
+    use_fastdds_profile()
+    profile = Path(os.environ[FASTDDS_PROFILE_ENV])
+    assert profile.name == "fastdds_participant.xml" and profile.is_file()
+    assert "<leaseAnnouncement>" in profile.read_text()
+    monkeypatch.setenv(FASTDDS_PROFILE_ENV, "/user/profile.xml")
+    use_fastdds_profile()
+    assert os.environ[FASTDDS_PROFILE_ENV] == "/user/profile.xml"

@@ -247,6 +247,28 @@ def per_period(callback):
     return call
 
 
+FASTDDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
+
+
+def use_fastdds_profile() -> None:
+    """Point Fast DDS at this package's participant profile (``config/ros/fastdds_participant.xml``:
+    a 0.5 s announcement period) before the node's participant is created, unless the user
+    configures Fast DDS with a profile file of their own (the environment variable, or
+    ``DEFAULT_FASTDDS_PROFILES.xml`` in the working directory), which is left alone.  Other RMWs
+    ignore it."""
+    import os
+
+    from zmp_walker.base.share import share_dir
+
+    if os.environ.get(FASTDDS_PROFILE_ENV) or os.environ.get("SKIP_DEFAULT_XML_FILE"):
+        return
+    if os.path.exists("DEFAULT_FASTDDS_PROFILES.xml"):
+        return
+    profile = share_dir() / "config" / "ros" / "fastdds_participant.xml"
+    if profile.is_file():
+        os.environ[FASTDDS_PROFILE_ENV] = str(profile)
+
+
 def spin(node_class, args=None) -> None:
     """``main()`` of a node: init, spin ``node_class()`` until Ctrl-C / SIGTERM, clean up.
 
@@ -263,6 +285,7 @@ def spin(node_class, args=None) -> None:
 
     code = 0
     argv = list(sys.argv if args is None else args)
+    use_fastdds_profile()  # (see there: found a robot that came up after this node in 3 s, not 0.5)
     rclpy.init(args=argv)
     # Ctrl-C and SIGTERM end the spin between two events.  (rclpy's SIGINT handler chains
     # to Python's KeyboardInterrupt, which landed inside a timer callback now and then: the
