@@ -1034,7 +1034,10 @@ ROS_NOTES = {
 # 26 to 30 ms before, and Talos fell at walk_push_lateral_0.5 (6/20 steps) that it passes
 # in-process, where the walker sees every state; with 5 ms it walks it (lockstep waits for
 # each sample; config/ros/sim.yaml keeps 30 ms for real time, where a late batch holds the
-# last sample)
+# last sample).  Its samples stay 4 ms apart (config/ros/sim.yaml): 1 ms apart, G1 walks
+# slope_up_10deg (footstep error 1.5 cm, 14.8 with 4 ms) but Talos falls at
+# walk_push_lateral_0.5 (6/20 steps; also with the walker at 1 kHz and a 2 ms horizon), which
+# it walks with 4 ms (20/20): both at their edge
 WALKER_DCM = {"rate": 250.0, "horizon": 0.005}
 
 
