@@ -57,6 +57,27 @@ def run_cli(*args):
     return out
 
 
+def test_run_stand_goes_through_the_control_stage_supervisor():
+    """The in-process runner ticks the controller node's ControlStage: a joint position
+    that reads NaN for 3 ticks is refused by its supervisor (damping, the joint named),
+    control resumes on the next good state, and a fall is the supervisor's latch."""
+    robot = load_robot("talos")
+    joint = robot.joint_names[3]
+
+    def nan_joint(t, q, v):
+        if 0.5 <= t < 0.503 - 1e-9:
+            q = q.copy()
+            q[7 + 3] = np.nan
+        return q, v
+
+    s = run_stand(robot, 1.0, observe_hook=nan_joint)
+    assert not s["fell"], s["fall_reason"]
+    assert s["statuses"].get("damping") == 3, s["statuses"]
+    assert f"non-finite joint position of {joint}" in s["failure_reasons"], s["failure_reasons"]
+    assert s["latched"] is None
+    assert s["statuses"]["ok"] == 1000 - 3
+
+
 def test_cli_stand_json_last_line(tmp_path):
     hardest = tmp_path / "hardest.pkl"
     out = run_cli(

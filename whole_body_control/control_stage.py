@@ -269,12 +269,22 @@ class ControlStage:
         robot: the robot model.
         wbc_config: the controller's configuration (None: ``config/wbc.yaml``).
         config: :class:`StageConfig`.
+        controller: the controller to run (default: one built from ``wbc_config``); not
+            with a solve process, which builds its own from ``wbc_config``.
     """
 
-    def __init__(self, robot: RobotModel, wbc_config: WbcConfig | None = None, config: StageConfig | None = None):
+    def __init__(
+        self,
+        robot: RobotModel,
+        wbc_config: WbcConfig | None = None,
+        config: StageConfig | None = None,
+        controller: WholeBodyController | None = None,
+    ):
         self.robot = robot
         self.config = config or StageConfig()
-        self.ctrl = WholeBodyController(robot, wbc_config)
+        if controller is not None and self.config.solve_every > 1 and self.config.solve_worker == "process":
+            raise WbcError("a solve process builds its own controller from wbc_config: pass no controller")
+        self.ctrl = controller if controller is not None else WholeBodyController(robot, wbc_config)
         self.period_ns = int(round(self.config.period * 1e9))
         self.supervisor = Supervisor(self.period_ns, self.config.stale_periods)
         self.estimator = self._new_estimator() if self.config.estimator else None

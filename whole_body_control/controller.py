@@ -992,6 +992,11 @@ class WholeBodyController:
             tick_time=time.perf_counter() - t0,
         )
 
+    def damping_result(self, tau: np.ndarray, reason: str) -> WbcResult:
+        """The result of a tick whose damping torques ``tau`` the caller commanded without
+        a solve (the control stage's supervisor: a latched fall, an unusable state)."""
+        return self._result(np.asarray(tau, dtype=float), "damping", reason, time.perf_counter(), [])
+
     def damping_torques(self, v: np.ndarray) -> np.ndarray:
         """Safe-mode torques ``-kd v`` (finite, inside limits) for velocity ``v``."""
         return self._damping_target(v)

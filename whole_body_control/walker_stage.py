@@ -70,8 +70,7 @@ def walker_to_reference(
             np.array(f.lin_acc, dtype=float),
             np.array(f.ang_acc, dtype=float),
         )
-    yaws = [yaw_of(ref.feet[s].rotation) for s in SIDES]
-    heading = math.atan2(sum(math.sin(y) for y in yaws), sum(math.cos(y) for y in yaws))
+    heading = reference_heading(ref)
     yaw_rate = 0.5 * sum(float(ref.feet[s].ang_vel[2]) for s in SIDES)
     yaw_acc = 0.5 * sum(float(ref.feet[s].ang_acc[2]) for s in SIDES)
     upright = FrameReference(
@@ -93,6 +92,13 @@ def walker_to_reference(
     if contacts is None:
         contacts = {s: bool(ref.feet[s].in_contact) for s in SIDES}
     return Reference(com_pos=com_pos, com_vel=com_vel, com_acc=com_acc, frames=frames, contacts=dict(contacts))
+
+
+def reference_heading(ref: WalkerReference) -> float:
+    """Heading [rad] of the walker's reference: the mean yaw of the two soles (the upright
+    torso and base references of :func:`walker_to_reference` head there)."""
+    yaws = [yaw_of(ref.feet[s].rotation) for s in SIDES]
+    return math.atan2(sum(math.sin(y) for y in yaws), sum(math.cos(y) for y in yaws))
 
 
 def walker_config_for(robot: RobotModel) -> tuple[WalkerConfig, str]:
@@ -191,7 +197,11 @@ def contacts_ahead(walker: PatternGenerator, t: float, lead: float) -> dict[str,
 def walker_reference(walker: PatternGenerator, t: float, lead: float, measured=None) -> WalkerReference:
     """The walker's reference at ``t`` with the contact flags the controller should use
     (:func:`contacts_ahead`: a foot released ``lead`` [s] before its lift-off)."""
-    ref = walker.cycle(t, measured)
+    return released_ahead(walker.cycle(t, measured), walker, t, lead)
+
+
+def released_ahead(ref: WalkerReference, walker: PatternGenerator, t: float, lead: float) -> WalkerReference:
+    """``ref`` (the walker's at ``t``) with :func:`contacts_ahead`'s contact flags."""
     contacts = contacts_ahead(walker, t, lead)
     if all(bool(ref.feet[s].in_contact) == contacts[s] for s in SIDES):
         return ref  # no foot released early: no copy (about 10 us each)

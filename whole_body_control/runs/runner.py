@@ -1,8 +1,13 @@
-"""Closed-loop runs in MuJoCo, in one process: the controller and the simulator
+"""Closed-loop runs in MuJoCo, in one process: the control stage and the simulator
 tick together (lockstep), and a summary of what happened comes back.
 
-A fall is :class:`~whole_body_control.sim.fall.FallDetector`'s (its criteria are
-listed there).
+Each tick goes through :class:`~whole_body_control.control_stage.ControlStage`, the
+core the controller node runs next to a robot: its supervisor (finiteness, the tilt
+rule, the fall latch), lift detection and airborne hold, then the controller.  The
+base state is the simulation's (ground truth, as an external estimator gives it); the
+IMU and the sole force sensors are the simulated ones.  A fall is
+:class:`~whole_body_control.sim.fall.FallDetector`'s (its criteria are listed there),
+latched by the stage's supervisor.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import numpy as np
 
 from whole_body_control import geometry
 from whole_body_control.config import wbc_config_for
+from whole_body_control.control_stage import Command, ControlStage, Observation, StageConfig
 from whole_body_control.controller import WbcResult, WholeBodyController
 from whole_body_control.robot import RobotModel
 from whole_body_control.runs.report import Recorder
@@ -62,6 +68,42 @@ def push_body(robot: RobotModel) -> str:
     return robot.config.torso_frame
 
 
+def in_process_stage(
+    robot: RobotModel, ctrl: WholeBodyController, period: float, com_mode: str = "reference"
+) -> ControlStage:
+    """The control stage of an in-process run: every state solved at once, the controller's
+    time step the period (reproducible to the bit), the base state given; ``com_mode`` as
+    in :func:`~whole_body_control.walker_stage.walker_to_reference`."""
+    config = StageConfig(period=period, fixed_dt=True, com_mode=com_mode)
+    return ControlStage(robot, config=config, controller=ctrl)
+
+
+def observe(sim: Simulation, stamp_ns: int, q: np.ndarray, v: np.ndarray) -> Observation:
+    """What the stage reads at ``stamp_ns``: the joints and the base of ``(q, v)`` (Pinocchio
+    convention; an ``observe_hook``'s), the simulated IMU and sole force sensors."""
+    imu = sim.imu()
+    return Observation(
+        stamp_ns,
+        q[7:].copy(),
+        v[6:].copy(),
+        (),
+        (imu.orientation, imu.gyro, imu.linear_acceleration),
+        (q[:7].copy(), v[:6].copy()),
+        sim.foot_wrenches(),
+    )
+
+
+def control_tick(stage: ControlStage, obs: Observation, reference=None) -> tuple[Command, WbcResult]:
+    """One stage cycle: its command and the controller's result of the tick (a damping
+    result when the supervisor answered without a solve)."""
+    before = stage.last_result
+    cmd = stage.cycle(obs, reference)
+    result = stage.last_result
+    if result is None or result is before:
+        result = stage.ctrl.damping_result(cmd.tau, cmd.reason)
+    return cmd, result
+
+
 def run_stand(
     robot: RobotModel,
     duration: float,
@@ -101,6 +143,7 @@ def run_stand(
     sim.reset(robot.q_ref)
     ctrl.reset(sim.q, sim.v)
     dt = sim.timestep
+    stage = in_process_stage(robot, ctrl, dt)
     n_ticks = int(round(duration / dt))
     stats = RunStats()
     fall = FallDetector(robot)
@@ -115,15 +158,15 @@ def run_stand(
         q, v = sim.q, sim.v
         if observe_hook is not None:
             q, v = observe_hook(t, q, v)
-        result = ctrl.cycle(q, v, dt)
+        cmd, result = control_tick(stage, observe(sim, k * stage.period_ns, q, v))
         err = float(np.linalg.norm(ctrl.com_task.error(ctrl.state))) if ctrl.com_task else 0.0
         in_push = pushed_until is not None and t < pushed_until
         stats.add(result, err if (t >= settle_time and not in_push) else 0.0)
         if fall.update(t, sim, ctrl.state.com, ctrl.state.vcom, ctrl.support_polygon()):
-            ctrl.latch_damping(f"fall: {fall.reason}")
+            stage.supervisor.fall(fall.reason)
         if recorder is not None:
             record_tick(recorder, t, sim, ctrl, result)
-        sim.step(result.tau if actuate_hook is None else actuate_hook(t, result.tau, sim))
+        sim.step(cmd.tau if actuate_hook is None else actuate_hook(t, cmd.tau, sim))
         if on_tick is not None:
             on_tick(t, sim, ctrl, result)
     wall = time.perf_counter() - wall0
@@ -133,6 +176,7 @@ def run_stand(
         "fell": fall.reason is not None,
         "fall_reason": fall.reason,
         "fall_time_s": fall.time,
+        "latched": stage.supervisor.latched,
         "com_error_max_m": round(max(stats.com_error) if stats.com_error else 0.0, 6),
         "qp_failures": stats.failures,
         "statuses": stats.statuses,

@@ -550,14 +550,14 @@ def overload(robot, out_dir) -> dict:
         seen["last_status"] = result.status
 
     summary = run_stand(robot, 4.0, controller=ctrl, out_dir=out_dir, actuate_hook=actuate, on_tick=on_tick)
-    passed = summary["fell"] and ctrl.latched is not None and seen["last_status"] == "damping" and seen["finite"]
+    passed = summary["fell"] and summary["latched"] is not None and seen["last_status"] == "damping" and seen["finite"]
     return {
         "passed": bool(passed),
         "figure": f"fall detected at {summary['fall_time_s']} s ({summary['fall_reason']}), "
         f"final status {seen['last_status']}, finite {seen['finite']}",
         "fell": summary["fell"],
         "fall_reason": summary["fall_reason"],
-        "latched": ctrl.latched,
+        "latched": summary["latched"],
         "final_status": seen["last_status"],
         "finite": seen["finite"],
     }

@@ -4,8 +4,9 @@ Path of the data, every 1 ms tick::
 
     sim (q, v) -> controller state (CoM, CoM velocity)
                -> PatternGenerator.cycle(t, MeasuredState) -> WalkerReference
-               -> walker_to_reference(...) -> controller Reference
-               -> WholeBodyController.cycle(q, v, dt, reference) -> tau -> sim.step(tau)
+               -> ControlStage.cycle(Observation, WalkerReference): the supervisor's
+                  checks, lift detection, walker_to_reference(...) -> controller Reference,
+                  WholeBodyController.cycle(q, v, dt, reference) -> tau -> sim.step(tau)
 
 The CoM state given to the walker is the controller's state of the previous
 tick (one tick, 1 ms, of delay; it saves a second rigid-body update per tick).
@@ -44,15 +45,14 @@ from whole_body_control import geometry
 from whole_body_control.config import wbc_config_for
 from whole_body_control.controller import WholeBodyController
 from whole_body_control.errors import ConfigError
-from whole_body_control.lift import LiftDetector
 from whole_body_control.robot import RobotModel
 from whole_body_control.runs.report import Recorder
 from whole_body_control.walker_stage import (
     SIDES,
-    contacts_ahead,
     make_walker,
+    reference_heading,
+    released_ahead,
     rot_z,
-    walker_to_reference,
     yaw_of,
 )
 from zmp_walker import MeasuredState, WalkerConfig, WalkerReference
@@ -114,7 +114,6 @@ def run_walk(
     sim_hook=None,
     observe_hook=None,
     actuate_hook=None,
-    reference_hook=None,
     save_hardest=None,
     hardest_count: int | None = None,
     measure_gravity: bool = True,
@@ -136,11 +135,9 @@ def run_walk(
     ``sim_hook(sim)`` edits the simulation once before the reset (masses,
     gravity); ``observe_hook(t, q, v) -> (q, v)`` is what the controller reads
     (sensor noise); ``actuate_hook(t, tau, sim) -> tau`` is the torque applied to
-    the simulation (latency; external forces through ``sim.push``);
-    ``reference_hook(t, reference, wref) -> reference`` edits the controller's
-    reference (terrain).  ``measure_gravity``: the walker reads the simulated gravity
-    vector (an IMU's attitude) and leans the CoM against its floor component; False: it
-    does not (as through the ROS graph), its disturbance observer alone leans it.
+    the simulation (latency; external forces through ``sim.push``).  ``measure_gravity``:
+    the walker reads the simulated gravity vector (an IMU's attitude) and leans the CoM
+    against its floor component; False: it does not (as through the ROS graph), its disturbance observer alone leans it.
 
     Summary keys (SI units): ``duration_s`` is the time from the walk command
     until the last step has landed in the simulation (all steps counted by the
@@ -158,15 +155,26 @@ def run_walk(
     ``footstep_error_max_m`` the largest distance between a planned footstep
     (after the walker's step adjustment) and the sole where it landed.
 
-    Lifted robot (:class:`~whole_body_control.lift.LiftDetector` on the simulated
-    sole force sensors' normal forces): the walker is frozen
-    (:meth:`PatternGenerator.freeze`, no closing step), the controller enters
-    its airborne mode (:meth:`WholeBodyController.hold_airborne`: no contacts,
-    joint posture held), the fall detector's capture point criterion is off,
-    and the run ends ``LIFTED_HOLD`` [s] later; ``lifted_at_s`` says when
-    (``None``: never lifted).
+    Each tick goes through the control stage (:mod:`whole_body_control.runs.runner`), with
+    the walker's reference whose contact flags release a foot the controller's contact
+    transition time before its lift-off (:func:`released_ahead`, as the walker node sends
+    them).  Lifted robot (the stage's :class:`~whole_body_control.lift.LiftDetector` on the
+    simulated sole force sensors' normal forces): the controller enters its airborne mode
+    (:meth:`WholeBodyController.hold_airborne`: no contacts, joint posture held), then the
+    walker is frozen (:meth:`PatternGenerator.freeze`, no closing step), the fall
+    detector's capture point criterion is off, and the run ends ``LIFTED_HOLD`` [s]
+    later; ``lifted_at_s`` says when (``None``: never lifted).
     """
-    from whole_body_control.runs.runner import HARDEST_COUNT, RunStats, push_body, record_tick, save_hardest_problems
+    from whole_body_control.runs.runner import (
+        HARDEST_COUNT,
+        RunStats,
+        control_tick,
+        in_process_stage,
+        observe,
+        push_body,
+        record_tick,
+        save_hardest_problems,
+    )
     from whole_body_control.sim import SimConfig, Simulation
     from whole_body_control.sim.fall import FallDetector
 
@@ -192,10 +200,10 @@ def run_walk(
     walker.walk_steps(int(steps), speed, vy, yaw_rate)
     dt = sim.timestep
     lead = ctrl.config.contacts.transition_time
+    stage = in_process_stage(robot, ctrl, dt, com_mode)
 
     stats = RunStats()
     fall = FallDetector(robot)
-    lift = LiftDetector.for_robot(robot)
     lifted_at: float | None = None
     recorder = Recorder(robot, every=5) if out_dir is not None else None
     start_mid = _sole_midpoint(sim)
@@ -222,12 +230,6 @@ def run_walk(
         if observe_hook is not None:
             q, v = observe_hook(t, q, v)
         st = ctrl.state
-        wrenches = sim.foot_wrenches()  # what the sole force/torque sensors measure
-        expects = any(c.active for c in ctrl.contacts.values())
-        if lift.update(t, (wrenches[s][2] for s in SIDES), expects) and lifted_at is None:
-            lifted_at = t
-            walker.freeze()
-            ctrl.hold_airborne()
         # the gravity vector in the floor's frame stands for the IMU attitude (ground truth, as q and v)
         gravity = sim.model.opt.gravity.copy() if measure_gravity else None
         # the soles where the controller's kinematics put them: the walker may re-anchor its plan on a landing
@@ -237,11 +239,13 @@ def run_walk(
         if schedule is None:
             schedule = walker.schedule
             max_ticks = int(math.ceil((schedule.end_time + settle_time + 5.0) / dt))
-        contacts = contacts_ahead(walker, t, lead) if lifted_at is None else {s: False for s in SIDES}
-        reference = walker_to_reference(wref, contacts, com_mode, st.com, st.vcom)
-        if reference_hook is not None:
-            reference = reference_hook(t, reference, wref)
-        result = ctrl.cycle(q, v, dt, reference)
+        # the controller's contacts release a foot `lead` before the walker lifts it (once lifted,
+        # the stage holds the posture and takes no reference)
+        reference = released_ahead(wref, walker, t, lead)
+        cmd, result = control_tick(stage, observe(sim, k * stage.period_ns, q, v), reference)
+        if stage.lifted and lifted_at is None:
+            lifted_at = t
+            walker.freeze()
         st = ctrl.state
         stats.add(result, 0.0)
         if result.ok:
@@ -252,15 +256,15 @@ def run_walk(
         com_err = float(np.linalg.norm(wref.com_pos - st.com))
         if walking:
             com_err_max = max(com_err_max, com_err)
-            heading = yaw_of(reference.frames["base"].rot)
+            heading = reference_heading(wref)
             d = st.com[:2] - wref.com_pos[:2]
             lateral_max = max(lateral_max, float(abs(-math.sin(heading) * d[0] + math.cos(heading) * d[1])))
         polygon = sim_support_polygon(sim, robot)
         zmp = sim.measured_zmp()
         if zmp is not None and len(polygon) >= 3:
             zmp_out_max = max(zmp_out_max, geometry.signed_distance(polygon, zmp))
-        if fall.update(t, sim, st.com, st.vcom, capture_polygon(polygon, wref, robot), lifted=lift.lifted):
-            ctrl.latch_damping(f"fall: {fall.reason}")
+        if fall.update(t, sim, st.com, st.vcom, capture_polygon(polygon, wref, robot), lifted=stage.lifted):
+            stage.supervisor.fall(fall.reason)
         for side in SIDES:
             now = wref.feet[side].in_contact
             if now and not prev_contact[side]:
@@ -285,7 +289,7 @@ def run_walk(
                 base_rpy=_rpy(sim.q[3:7]),
                 status_ok=float(result.ok),
             )
-        sim.step(result.tau if actuate_hook is None else actuate_hook(t, result.tau, sim))
+        sim.step(cmd.tau if actuate_hook is None else actuate_hook(t, cmd.tau, sim))
         if on_tick is not None:
             on_tick(t, sim, ctrl, result, wref)
         k += 1
@@ -345,6 +349,7 @@ def run_walk(
         "fell": fall.reason is not None,
         "fall_reason": fall.reason,
         "fall_time_s": fall.time,
+        "latched": stage.supervisor.latched,
         "lifted_at_s": round(lifted_at, 4) if lifted_at is not None else None,
         "steps_completed": int(min(walker.steps_completed, steps)),  # landed by the end (or the fall)
         "distance_m": round(float(np.linalg.norm(end_mid - start_mid)), 4),
