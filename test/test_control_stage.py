@@ -4,6 +4,7 @@ in-process estimator, lift detection)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from whole_body_control.control_stage import ARMING, ControlStage, Observation, StageConfig, Supervisor
 from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
+from whole_body_control.runs import runner
 from whole_body_control.sim import SimConfig, Simulation
 
 PERIOD_NS = 1_000_000
@@ -23,17 +25,9 @@ def talos():
 
 
 def observe(sim: Simulation, ns: int, base=True, wrenches=True) -> Observation:
-    q, v = sim.q, sim.v
-    imu = sim.imu()
-    return Observation(
-        ns,
-        q[7:].copy(),
-        v[6:].copy(),
-        (),
-        (imu.orientation, imu.gyro, imu.linear_acceleration),
-        (q[:7].copy(), v[:6].copy()) if base else None,
-        sim.foot_wrenches() if wrenches else None,
-    )
+    """The in-process runners' observation, without the base state or the wrenches if asked."""
+    obs = runner.observe(sim, ns, sim.q, sim.v)
+    return dataclasses.replace(obs, base=obs.base if base else None, wrenches=obs.wrenches if wrenches else None)
 
 
 def _pitched(robot, pitch: float, hip_sign: float):
