@@ -331,11 +331,13 @@ class ControlStage:
     # -- the tick -------------------------------------------------------------------------------
 
     def _damping(self, stamp_ns: int, reason: str, outage: bool = False) -> Command:
-        """Damping, disarmed.  ``outage``: no new state came (the watchdog): the plan and a
-        solve in flight are kept, so that states back within the plan's limit resume from
-        it (:meth:`_resume`); any other cause drops them."""
+        """Damping, disarmed.  ``outage``: no new state came (the watchdog): where plans are
+        held (:meth:`_holds_plans`) the plan and a solve in flight are kept, so that states
+        back within the plan's limit resume from it (:meth:`_resume`); any other cause, or
+        mode, drops them."""
         self.supervisor.refuse(reason)
-        self._outage = outage and self._plan is not None and not self._plan.damping
+        plan = self._plan
+        self._outage = outage and self._holds_plans() and plan is not None and not plan.damping
         if not self._outage:
             self._generation += 1
             self._plan = None
@@ -388,7 +390,7 @@ class ControlStage:
         elif plan is None or not self.supervisor.armed or ns - plan.stamp_ns > self._plan_expires_ns:
             if worker is None:
                 return self._solve(obs, _sampled(reference))
-            real_time = self.config.solve_wait == 0  # the loop never waits for a solve in flight
+            real_time = self._holds_plans()  # the loop never waits for a solve in flight
             if real_time and not worker.ready():
                 return self._damping(ns, "waiting for the solve process to start")
             if real_time and worker.arms_in_background:
@@ -437,6 +439,11 @@ class ControlStage:
         self._arming = True
         return self._damping(ns, ARMING)
 
+    def _holds_plans(self) -> bool:
+        """Real time with a worker: the command loop answers from a plan it holds (late, or
+        kept through an outage) rather than wait for a solve."""
+        return self.config.solve_wait == 0 and self._worker is not None
+
     def _resume(self, ns: int) -> None:
         """The first usable state after a stale-state outage (real time, a worker): armed
         again at once, holding the plan kept through the outage if it is within the held
@@ -447,8 +454,6 @@ class ControlStage:
         plan, sup = self._plan, self.supervisor
         if (
             plan is not None
-            and self.config.solve_wait == 0
-            and self._worker is not None
             and sup.latched is None
             and not self.needs_reset
             and ns - plan.stamp_ns <= self._plan_limit_ns
@@ -463,12 +468,7 @@ class ControlStage:
         solve is on its way, or this state's goes to the worker after the command.  A plan
         that came in already expired (a solve preempted for a few periods) is held too:
         solving at once blocked the loop 4 to 6 ms (Talos, 500 Hz: 54 times in 10 s)."""
-        return (
-            self.config.solve_wait == 0
-            and self._worker is not None
-            and age_ns <= self._plan_limit_ns
-            and self.supervisor.armed
-        )
+        return self._holds_plans() and age_ns <= self._plan_limit_ns and self.supervisor.armed
 
     def _take_solved(self, ns: int) -> None:
         """Install the second thread's plan: at ``solve_wait`` states after its state
