@@ -37,25 +37,25 @@ def run_mode(mode: str, known: dict) -> int:
     code = 0
     for robot, expected in known.items():
         cmd = [sys.executable, "-m", "whole_body_control.cli", "scenarios", "--robot", robot, "--json", *MODES[mode]]
-        robot = f"{robot} ({mode.replace('_', ' ')})"
+        label = f"{robot} ({mode.replace('_', ' ')})"
         out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600)
         try:
             summary = json.loads(out.stdout.strip().splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
-            print(f"[ci] {robot}: no JSON line from the suite\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+            print(f"[ci] {label}: no JSON line from the suite\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
             code = 1
             continue
         # (through the graph, a scenario that does not apply has passed: None)
         failed = {s["name"]: s["figure"] for s in summary["scenarios"] if s.get("applies", True) and not s["passed"]}
         new = sorted(set(failed) - set(expected or []))
         fixed = sorted(set(expected or []) - set(failed))
-        print(f"[ci] {robot}: {summary['passed']} passed, {summary['failed']} failed ({summary['wall_s']:.0f} s)")
+        print(f"[ci] {label}: {summary['passed']} passed, {summary['failed']} failed ({summary['wall_s']:.0f} s)")
         for name in new:
-            print(f"[ci] {robot}: FAILED {name}: {failed[name]}")
+            print(f"[ci] {label}: FAILED {name}: {failed[name]}")
         for name in sorted(set(failed) & set(expected or [])):
-            print(f"[ci] {robot}: known failure {name}: {failed[name]}")
+            print(f"[ci] {label}: known failure {name}: {failed[name]}")
         for name in fixed:
-            print(f"[ci] {robot}: {name} passes now: remove it from .ci/known_failures.yaml")
+            print(f"[ci] {label}: {name} passes now: remove it from .ci/known_failures.yaml")
         code |= bool(new)
     return code
 

@@ -137,7 +137,8 @@ def run_walk(
     (sensor noise); ``actuate_hook(t, tau, sim) -> tau`` is the torque applied to
     the simulation (latency; external forces through ``sim.push``).  ``measure_gravity``:
     the walker reads the simulated gravity vector (an IMU's attitude) and leans the CoM
-    against its floor component; False: it does not (as through the ROS graph), its disturbance observer alone leans it.
+    against its floor component; False: it does not (as through the ROS graph), its
+    disturbance observer alone leans it.
 
     Summary keys (SI units): ``duration_s`` is the time from the walk command
     until the last step has landed in the simulation (all steps counted by the
