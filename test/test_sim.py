@@ -221,6 +221,19 @@ def test_foot_wrenches_satisfy_newton(sim):
         np.testing.assert_allclose(from_contacts[side], wrench, atol=1e-6 * mass)
 
 
+def test_sole_corners_are_the_sole_rectangle_at_the_sole_site(sim):
+    """``sole_corners`` (the support polygon's input) is the robot's sole rectangle placed at
+    the simulated sole site, in the order of ``Sole.corners`` (counter-clockwise)."""
+    sim.reset()
+    kp, kd = pd_gains(sim)
+    for _ in range(20):
+        sim.step(hold(sim, kp, kd))
+    for side in ("left", "right"):
+        oMf = sim.sole_placement(side)
+        expected = (oMf.rotation @ sim.robot.feet[side].sole.corners().T).T[:, :2] + oMf.translation[:2]
+        np.testing.assert_allclose(sim.sole_corners(side), expected, atol=1e-15)
+
+
 def test_talos_stands_on_its_sole_boxes():
     """Talos held by joint PD settles: the feet carry m g, the ZMP is between the
     feet, the IMU reads gravity."""

@@ -127,7 +127,7 @@ def talos_walk():
             if not result.dynamics_residual < RESIDUAL:
                 ticks["residual_bad"].append((t, result.dynamics_residual))
         zmp = sim.measured_zmp()
-        polygon = sim_support_polygon(sim, robot)
+        polygon = sim_support_polygon(sim)
         if zmp is not None and len(polygon) >= 3:
             ticks["zmp_out"].append(geometry.signed_distance(polygon, zmp))
 

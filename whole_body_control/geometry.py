@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from zmp_walker.geometry import convex_hull  # one hull for the walker and the controller
@@ -10,22 +12,27 @@ __all__ = ["convex_hull", "signed_distance", "closest_point", "shrink"]
 
 
 def signed_distance(polygon: np.ndarray, point: np.ndarray) -> float:
-    """Distance [m] from ``point`` to the boundary of convex CCW ``polygon``: negative inside."""
-    p = np.asarray(point, dtype=float)[:2]
-    n = len(polygon)
+    """Distance [m] from ``point`` to the boundary of convex CCW ``polygon``: negative inside.
+
+    Plain Python floats: polygons have a few vertices, and each numpy call on them would cost
+    more than its arithmetic (the runs ask several times a tick)."""
+    px, py = float(point[0]), float(point[1])
+    vertices = polygon.tolist() if isinstance(polygon, np.ndarray) else [list(v) for v in polygon]
+    n = len(vertices)
     if n == 0:
         return float("inf")
     if n == 1:
-        return float(np.linalg.norm(p - polygon[0]))
+        return math.hypot(px - vertices[0][0], py - vertices[0][1])
     inside = True
     best = float("inf")
     for i in range(n):
-        a, b = polygon[i], polygon[(i + 1) % n]
-        ab = b - a
-        if (ab[0] * (p[1] - a[1]) - ab[1] * (p[0] - a[0])) < 0:
+        ax, ay = vertices[i]
+        bx, by = vertices[(i + 1) % n]
+        abx, aby = bx - ax, by - ay
+        if (abx * (py - ay) - aby * (px - ax)) < 0:
             inside = False
-        t = np.clip(np.dot(p - a, ab) / max(np.dot(ab, ab), 1e-18), 0.0, 1.0)
-        best = min(best, float(np.linalg.norm(p - (a + t * ab))))
+        t = min(max(((px - ax) * abx + (py - ay) * aby) / max(abx * abx + aby * aby, 1e-18), 0.0), 1.0)
+        best = min(best, math.hypot(px - (ax + t * abx), py - (ay + t * aby)))
     return -best if inside and n >= 3 else best
 
 

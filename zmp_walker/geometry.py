@@ -110,7 +110,8 @@ def sole_corners(pose: FootPose, sole: SoleRect) -> np.ndarray:
 
 def convex_hull(points: np.ndarray) -> np.ndarray:
     """Counter-clockwise convex hull (Andrew's monotone chain) of (n, 2) points."""
-    pts = sorted(set(map(tuple, np.round(np.asarray(points, dtype=float), 12))))
+    # Python floats (tolist): tuples of numpy scalars sort and hash several times slower
+    pts = sorted(set(map(tuple, np.round(np.asarray(points, dtype=float), 12).tolist())))
     if len(pts) <= 2:
         return np.array(pts)
 

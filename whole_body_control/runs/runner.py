@@ -208,10 +208,9 @@ def record_tick(recorder: Recorder, t: float, sim: Simulation, ctrl: WholeBodyCo
     zmp = sim.measured_zmp()
     loaded = sim.foot_contacts()
     corners, soles, support = {}, {}, []
-    for side, foot in robot_feet(ctrl):
-        oMf = sim.sole_placement(side)
-        corners[f"{side}_sole_corners"] = (oMf.rotation @ foot.sole.corners().T).T[:, :2] + oMf.translation[:2]
-        soles[f"{side}_sole"] = oMf.translation
+    for side in ctrl.robot.feet:
+        corners[f"{side}_sole_corners"] = sim.sole_corners(side)
+        soles[f"{side}_sole"] = sim.data.site_xpos[sim.sole_sites[side]]
         if loaded[side]:
             support.append(corners[f"{side}_sole_corners"])
     recorder.add(
@@ -229,7 +228,3 @@ def record_tick(recorder: Recorder, t: float, sim: Simulation, ctrl: WholeBodyCo
     )
     polygon = geometry.convex_hull(np.vstack(support)) if support else None
     recorder.log_tick(t, sim, ctrl, result, polygon)
-
-
-def robot_feet(ctrl: WholeBodyController):
-    return ctrl.robot.feet.items()

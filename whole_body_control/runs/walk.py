@@ -66,14 +66,10 @@ LIFTED_HOLD = 1.5  # [s] a lifted run lasts this long after the lift was detecte
 # -- set-up -------------------------------------------------------------------------------
 
 
-def sim_support_polygon(sim: Simulation, robot: RobotModel, min_force: float = 1e-6) -> np.ndarray:
+def sim_support_polygon(sim: Simulation, min_force: float = 1e-6) -> np.ndarray:
     """Convex hull (k x 2, world) of the soles that carry load in the simulation."""
     loaded = sim.foot_contacts(min_force)
-    pts = []
-    for side in SIDES:
-        if loaded[side]:
-            oMf = sim.sole_placement(side)
-            pts.append((oMf.rotation @ robot.feet[side].sole.corners().T).T[:, :2] + oMf.translation[:2])
+    pts = [sim.sole_corners(side) for side in SIDES if loaded[side]]
     return geometry.convex_hull(np.vstack(pts)) if pts else np.zeros((0, 2))
 
 
@@ -260,7 +256,7 @@ def run_walk(
             heading = reference_heading(wref)
             d = st.com[:2] - wref.com_pos[:2]
             lateral_max = max(lateral_max, float(abs(-math.sin(heading) * d[0] + math.cos(heading) * d[1])))
-        polygon = sim_support_polygon(sim, robot)
+        polygon = sim_support_polygon(sim)
         zmp = sim.measured_zmp()
         if zmp is not None and len(polygon) >= 3:
             zmp_out_max = max(zmp_out_max, geometry.signed_distance(polygon, zmp))

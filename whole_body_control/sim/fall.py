@@ -49,9 +49,10 @@ class FallDetector:
         elif len(polygon) >= 3:
             # LIPM along the simulated gravity (a tilted one on a simulated slope): the
             # capture point is where the ZMP must be to stop, c + v / omega + g_xy / omega^2
-            g = np.asarray(sim.model.opt.gravity, dtype=float)
-            omega2 = abs(g[2]) / max(com[2] - float(polygon_z(sim)), 0.1)
-            cp = com[:2] + vcom[:2] / math.sqrt(omega2) + g[:2] / omega2
+            gx, gy, gz = sim.model.opt.gravity.tolist()
+            omega2 = abs(gz) / max(float(com[2]) - polygon_z(sim), 0.1)
+            omega = math.sqrt(omega2)
+            cp = (com[0] + vcom[0] / omega + gx / omega2, com[1] + vcom[1] / omega + gy / omega2)
             if geometry.signed_distance(polygon, cp) > self.cp_margin:
                 if self._cp_out_since is None:
                     self._cp_out_since = t
@@ -69,4 +70,4 @@ class FallDetector:
 def polygon_z(sim: Simulation) -> float:
     """Height [m] of the support: the lowest loaded sole (the lowest sole when none is loaded)."""
     loaded = [s for s, on in sim.foot_contacts().items() if on] or ["left", "right"]
-    return min(sim.sole_placement(s).translation[2] for s in loaded)
+    return min(float(sim.data.site_xpos[sim.sole_sites[s], 2]) for s in loaded)

@@ -422,11 +422,6 @@ class _GroundContacts:
     non_foot_body: str | None  # a body other than the feet touching the ground
 
 
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cross product of (k, 3) arrays (``np.cross`` costs ten times more at this size)."""
-    return a[:, [1, 2, 0]] * b[:, [2, 0, 1]] - a[:, [2, 0, 1]] * b[:, [1, 2, 0]]
-
-
 @dataclass
 class _Push:
     body: int
@@ -469,6 +464,9 @@ class Simulation:
         self._is_ground[list(self.ground_geoms)] = True
         self._is_foot = np.zeros(self.model.ngeom, dtype=bool)
         self._is_foot[list(self.foot_geoms.values())] = True
+        self._foot_row = {geom: row for row, geom in enumerate(self.foot_geoms[side] for side in SIDES)}
+        self._f6 = np.zeros(6)  # mj_contactForce's output
+        self._sole_corners = {side: robot.feet[side].sole.corners() for side in SIDES}  # (4, 3) sole frame
         self.sole_sites = {side: self.model.site(robot.feet[side].frame).id for side in SIDES}
         # sensordata indices of each sole's force then torque sensor (the wrench, negated)
         self._ft_index = {
@@ -481,7 +479,6 @@ class Simulation:
             for side in SIDES
         }
         self.imu_site = self.model.site(IMU_SITE).id
-        self._ground_ids = np.array(sorted(self.ground_geoms))
         self._steps = 0  # steps and resets so far: the key of the contact cache
         self._contact_cache: _GroundContacts | None = None
         self._pushes: list[_Push] = []
@@ -614,50 +611,62 @@ class Simulation:
     def _ground_contact_forces(self) -> _GroundContacts:
         """The contacts between the ground (floor or platforms) and the robot, reduced to
         what the measurements need, in one pass over the contacts: computed once per
-        simulation step (the measurements are called several times a tick)."""
+        simulation step (the measurements are called several times a tick).  Plain Python
+        floats: with a few contacts, each numpy call would cost more than its arithmetic."""
         d = self.data
-        key = (self._steps, float(d.time), int(d.ncon))
+        n = int(d.ncon)
+        key = self._contact_key()
         cache = self._contact_cache
         if cache is not None and cache.key == key:
             return cache
-        n = d.ncon
-        geoms = d.contact.geom[:n]
-        first = geoms[:, 0] == self._ground_ids[0]
-        second = geoms[:, 1] == self._ground_ids[0]
-        for gid in self._ground_ids[1:]:
-            first |= geoms[:, 0] == gid
-            second |= geoms[:, 1] == gid
-        idx = np.flatnonzero(first | second)
-        first = first[idx]
-        # the robot's geom; MuJoCo's contact force acts from geom1 on geom2: +1 when the robot is geom2
-        other = np.where(first, geoms[idx, 1], geoms[idx, 0])
-        f6 = np.zeros((idx.size, 6))
-        for k, i in enumerate(idx.tolist()):
-            mujoco.mj_contactForce(self.model, d, i, f6[k])
-        f6[~first] *= -1.0
-        frames = d.contact.frame[idx].reshape(-1, 3, 3)  # rows: normal (geom1 -> geom2), tangents
-        force = np.einsum("kji,kj->ki", frames, f6[:, :3])  # on the robot, world frame [N]
-        torque = np.einsum("kji,kj->ki", frames, f6[:, 3:])  # [N m]
-        points = d.contact.pos[idx]
+        contact = d.contact
+        geoms, frames, points = contact.geom[:n].tolist(), contact.frame[:n].tolist(), contact.pos[:n].tolist()
+        ground, foot_row, f6 = self.ground_geoms, self._foot_row, self._f6
+        sums = [[0.0] * 6 for _ in SIDES]  # per foot, on the robot, world: force, torque about the origin
+        non_foot = None
+        for i, (g1, g2) in enumerate(geoms):
+            # MuJoCo's contact force acts from geom1 on geom2: +1 when the robot is geom2
+            if g1 in ground:
+                geom, sign = g2, 1.0
+            elif g2 in ground:
+                geom, sign = g1, -1.0
+            else:
+                continue
+            row = foot_row.get(geom)
+            if row is None:
+                non_foot = geom if non_foot is None else non_foot
+                continue
+            mujoco.mj_contactForce(self.model, d, i, f6)
+            a, b, c, ta, tb, tc = f6.tolist()
+            r = frames[i]  # rows: normal (geom1 -> geom2), tangents
+            fx = sign * (r[0] * a + r[3] * b + r[6] * c)
+            fy = sign * (r[1] * a + r[4] * b + r[7] * c)
+            fz = sign * (r[2] * a + r[5] * b + r[8] * c)
+            px, py, pz = points[i]
+            s = sums[row]
+            s[0] += fx
+            s[1] += fy
+            s[2] += fz
+            s[3] += sign * (r[0] * ta + r[3] * tb + r[6] * tc) + py * fz - pz * fy
+            s[4] += sign * (r[1] * ta + r[4] * tb + r[7] * tc) + pz * fx - px * fz
+            s[5] += sign * (r[2] * ta + r[5] * tb + r[8] * tc) + px * fy - py * fx
         wrenches, load = {}, {}
-        total_force, total_torque = np.zeros(3), np.zeros(3)
-        feet = np.zeros(idx.size, dtype=bool)
-        for side in SIDES:
-            on = other == self.foot_geoms[side]
-            feet |= on
+        for row, side in enumerate(SIDES):
             site = self.sole_sites[side]
-            origin, rot = d.site_xpos[site], d.site_xmat[site].reshape(3, 3)
-            f = force[on]
-            moment = (_cross(points[on] - origin, f) + torque[on]).sum(axis=0)
-            f_sum = f.sum(axis=0)
-            wrenches[side] = np.concatenate([rot.T @ f_sum, rot.T @ moment])
-            load[side] = float(f_sum[2])
-            total_force += f_sum
-            total_torque += (_cross(points[on], f) + torque[on]).sum(axis=0)
-        non_foot = np.flatnonzero(~feet)
-        body = self.model.body(self.model.geom_bodyid[other[non_foot[0]]]).name if non_foot.size else None
-        self._contact_cache = _GroundContacts(key, wrenches, load, total_force, total_torque, body)
+            fx, fy, fz, mx, my, mz = sums[row]
+            ox, oy, oz = d.site_xpos[site].tolist()
+            moment = np.array([mx - (oy * fz - oz * fy), my - (oz * fx - ox * fz), mz - (ox * fy - oy * fx)])
+            rot_t = d.site_xmat[site].reshape(3, 3).T  # world -> sole
+            wrenches[side] = np.concatenate([rot_t.dot(np.array([fx, fy, fz])), rot_t.dot(moment)])  # about the sole
+            load[side] = fz
+        total = np.array(sums[0]) + np.array(sums[1])
+        body = self.model.body(self.model.geom_bodyid[non_foot]).name if non_foot is not None else None
+        self._contact_cache = _GroundContacts(key, wrenches, load, total[:3], total[3:], body)
         return self._contact_cache
+
+    def _contact_key(self) -> tuple:
+        """What identifies a simulation step's contacts: steps and resets so far, time, count."""
+        return (self._steps, float(self.data.time), int(self.data.ncon))
 
     def foot_wrenches(self) -> dict[str, np.ndarray]:
         """Ground reaction on each foot box, from the contact forces
@@ -686,7 +695,11 @@ class Simulation:
     def non_foot_ground_contact(self) -> str | None:
         """Name of a body other than the feet touching the ground (floor or platform), or ``None``.
 
-        From the contacts' geoms alone (no force computed: the bridge asks every step)."""
+        From the contacts' geoms alone (no force computed: the bridge asks every step), or from
+        the step's reduced contacts when a measurement has already computed them."""
+        cache = self._contact_cache
+        if cache is not None and cache.key == self._contact_key():
+            return cache.non_foot_body
         d = self.data
         n = d.ncon
         if n == 0:
@@ -701,6 +714,13 @@ class Simulation:
         """Height of the base frame above the ground under it (floor or platform) [m]."""
         x, y, z = self.data.site_xpos[self.imu_site]
         return float(z) - self.config.ground_height(float(x), float(y))
+
+    def sole_corners(self, side: str) -> np.ndarray:
+        """(4, 2) world x-y of the sole's corners (``robot.feet[side].sole``), counter-clockwise
+        seen from above while the sole faces down."""
+        site = self.sole_sites[side]
+        rot = self.data.site_xmat[site].reshape(3, 3)
+        return self._sole_corners[side].dot(rot[:2].T) + self.data.site_xpos[site][:2]
 
     def sole_placement(self, side: str) -> pin.SE3:
         """World placement of the sole site (for comparisons with Pinocchio)."""
