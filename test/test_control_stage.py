@@ -101,6 +101,22 @@ def test_bad_stage_settings_are_errors():
         StageConfig(stale_periods=0)
 
 
+def test_the_one_clip_zeroes_non_finite_torques_and_holds_the_limits(talos):
+    """Whatever reaches the command: a non-finite entry becomes 0, the rest is held to the
+    motors' limits, and finite torques inside them pass unchanged (to the bit)."""
+    stage = ControlStage(talos, None, StageConfig(period=0.001))
+    tau_max = talos.tau_max
+    inside = np.linspace(-0.9, 0.9, talos.na) * tau_max
+    np.testing.assert_array_equal(stage._clip(inside), inside)
+    wild = inside.copy()
+    wild[:5] = [np.nan, np.inf, -np.inf, 1e300, -1e300]
+    out = stage._clip(wild)
+    np.testing.assert_array_equal(out[:5], [0.0, 0.0, 0.0, tau_max[3], -tau_max[4]])
+    np.testing.assert_array_equal(out[5:], inside[5:])
+    big = np.full(talos.na, 1e308)  # finite, their sum is not
+    np.testing.assert_array_equal(stage._clip(big), tau_max)
+
+
 def test_stage_stands_and_every_unusable_state_ends_in_finite_damping(talos):
     sim = Simulation(talos, SimConfig(visual_meshes=False))
     sim.reset(talos.q_ref)

@@ -340,6 +340,30 @@ def test_fallback_ladder_reuse_then_damping_when_the_qp_keeps_failing():
     np.testing.assert_allclose(ctrl.cycle(q, v).tau, np.clip(-robot.kd_safe * v[6:], -robot.tau_max, robot.tau_max))
 
 
+def test_joint_position_look_ahead_gives_way_when_the_hard_rows_are_infeasible():
+    """Every joint at a stop on both sides (the look-ahead lets none move) with torque for no
+    more than 1 N m: standing still is impossible, sagging is not.  The ladder drops the
+    joint position look-ahead for the tick ("relaxed", named) instead of replaying old
+    torques; the solution is a valid one of the remaining rows (dynamics, torque limits)."""
+    robot = load_robot("g1", fresh=False)
+    ctrl = WholeBodyController(robot)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    assert ctrl.cycle(q, v).ok
+    ctrl._q_lower[:] = ctrl._q_upper[:] = q[7:]
+    ctrl._tau_bound[:] = 1.0
+    result = ctrl.cycle(q, v)
+    assert result.status == "relaxed", result.reason
+    assert result.reason.startswith("level 1 QP: infeasible (daqp); joint position limits dropped")
+    assert np.all(np.abs(result.tau) <= 1.0 + 1e-6)
+    assert np.abs(result.a[6:]).max() > 0.1  # the joints move: the dropped rows
+    assert independent_dynamics_residual(robot, q, v, result) < 1e-6
+    for side, c in ctrl.contacts.items():
+        assert c.check_wrench(result.wrenches[side], tol=1e-3) == []
+    ctrl._q_lower[:], ctrl._q_upper[:] = robot.q_lower, robot.q_upper
+    ctrl._tau_bound[:] = robot.tau_max - 1e-4
+    assert ctrl.cycle(q, v).ok  # the limits back: solved in full
+
+
 def test_non_finite_state_is_rejected_before_any_solve():
     robot = load_robot("g1", fresh=False)
     ctrl = WholeBodyController(robot)

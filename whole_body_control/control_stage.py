@@ -350,8 +350,11 @@ class ControlStage:
 
     def _clip(self, tau: np.ndarray) -> np.ndarray:
         """The one clip: finite (non-finite -> 0) and inside the torque limits."""
-        tau = np.nan_to_num(np.asarray(tau, dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
-        return np.clip(tau, -self.robot.tau_max, self.robot.tau_max)
+        tau = np.asarray(tau, dtype=float)
+        if not np.isfinite(tau).all():  # one test for the usual case
+            tau = np.nan_to_num(tau, nan=0.0, posinf=0.0, neginf=0.0)
+        tau_max = self.robot.tau_max
+        return np.minimum(np.maximum(tau, -tau_max), tau_max)
 
     def cycle(self, obs: Observation, reference: Reference = None, reference_missing: str = "") -> Command:
         """Torques for the state ``obs``.

@@ -8,8 +8,9 @@ constraints are hard equalities; torques are recovered from the actuated rows
 solved in strict priority (:mod:`whole_body_control.hqp`).
 
 Fallback ladder on a failed solve: drop the failing level and those below it
-("relaxed"); if the first task level or the hard constraints fail, reuse the
-last good torques for at most ``safety.max_reuse_ticks`` ticks ("reused");
+("relaxed"); if the first task level fails (the hard rows are infeasible), solve
+again without the joint position look-ahead ("relaxed"); if that or the hard
+constraints fail, reuse the last good torques for at most ``safety.max_reuse_ticks`` ticks ("reused");
 then joint damping with zero feed-forward ("damping").  Output torques are
 always finite and inside the limits.
 
@@ -713,6 +714,7 @@ class WholeBodyController:
         self._built = built
         skip = None
         status, reason = "ok", ""
+        dropped = ""  # why the joint position look-ahead was dropped this tick
         while True:
             try:
                 sol = self.hqp.solve(E, e, C, lower, upper, levels, skip_levels_from=skip)
@@ -728,6 +730,18 @@ class WholeBodyController:
                 skip = failure.level - 1
                 status = "relaxed"
                 reason = f"{failure.reason}; relaxed level '{self.level_names[skip]}' and below"
+                if dropped:
+                    reason = f"{dropped}; {reason}"
+                continue
+            if failure.level == 1 and not dropped:
+                # The first level cannot make the hard rows infeasible: they are. The joint
+                # position look-ahead is the one that may give way (a joint thrown at its stop
+                # in a hard recovery): drop it for this tick rather than replay old torques.
+                lower[-self.na :] = -np.inf
+                upper[-self.na :] = np.inf
+                skip = None
+                status = "relaxed"
+                reason = dropped = f"{failure.reason}; joint position limits dropped"
                 continue
             return self._fallback(v, failure.reason, t0, warnings, dt)
 
