@@ -144,6 +144,11 @@ def test_talos_walks_six_steps(talos_walk):
     assert abs(summary["distance_m"] - planned) <= 0.3 * planned, summary
     assert summary["duration_s"] <= 1.1 * summary["planned_duration_s"]
     assert summary["footstep_error_max_m"] < 0.03
+    # where a tick's wall time went (figures, not asserted): every part measured, within the wall time
+    parts = summary["wall_ms_per_tick"]
+    assert set(parts) == {"walker", "control", "measurements", "simulation"}
+    assert all(v > 0.0 for v in parts.values())
+    assert sum(parts.values()) <= 1e3 / summary["real_time_factor"] * 1.01  # [ms] per simulated ms
 
 
 def test_talos_walk_measured_zmp_inside_loaded_soles(talos_walk):

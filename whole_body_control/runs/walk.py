@@ -150,7 +150,9 @@ def run_walk(
     during the walk; ``lateral_deviation_max_m`` the largest distance of the
     CoM from the planned CoM path, perpendicular to the planned heading;
     ``footstep_error_max_m`` the largest distance between a planned footstep
-    (after the walker's step adjustment) and the sole where it landed.
+    (after the walker's step adjustment) and the sole where it landed;
+    ``wall_ms_per_tick`` the wall time of a tick [ms] in the walker, the control stage,
+    the run's measurements and the simulation step.
 
     Each tick goes through the control stage (:mod:`whole_body_control.runs.runner`), with
     the walker's reference whose contact flags release a foot the controller's contact
@@ -217,7 +219,9 @@ def run_walk(
     t = 0.0
     k = 0
     max_ticks = 1
-    wall0 = time.perf_counter()
+    parts = dict.fromkeys(("walker", "control", "measurements", "simulation"), 0.0)  # wall time [s]
+    clock = time.perf_counter
+    wall0 = clock()
     while k < max_ticks:
         t = k * dt
         if push_dv is not None and not pushed and t >= push_at:
@@ -232,6 +236,7 @@ def run_walk(
         # the soles where the controller's kinematics put them: the walker may re-anchor its plan on a landing
         soles = {s: st.placement(robot.foot_frame_ids[s]).translation.copy() for s in SIDES}
         measured = MeasuredState(st.com.copy(), st.vcom.copy(), gravity=gravity, feet=soles)
+        t_walker = clock()
         wref = walker.cycle(t, measured if com_mode == "dcm" else None)
         if schedule is None:
             schedule = walker.schedule
@@ -239,7 +244,9 @@ def run_walk(
         # the controller's contacts release a foot `lead` before the walker lifts it (once lifted,
         # the stage holds the posture and takes no reference)
         reference = released_ahead(wref, walker, t, lead)
+        t_control = clock()
         cmd, result = control_tick(stage, observe(sim, k * stage.period_ns, q, v), reference)
+        t_measure = clock()
         if stage.lifted and lifted_at is None:
             lifted_at = t
             walker.freeze()
@@ -286,7 +293,13 @@ def run_walk(
                 base_rpy=_rpy(sim.q[3:7]),
                 status_ok=float(result.ok),
             )
+        t_sim = clock()
         sim.step(cmd.tau if actuate_hook is None else actuate_hook(t, cmd.tau, sim))
+        t_end = clock()
+        parts["walker"] += t_control - t_walker
+        parts["control"] += t_measure - t_control
+        parts["measurements"] += t_sim - t_measure
+        parts["simulation"] += t_end - t_sim
         if on_tick is not None:
             on_tick(t, sim, ctrl, result, wref)
         k += 1
@@ -300,7 +313,7 @@ def run_walk(
             break
         if lifted_at is not None and t >= lifted_at + LIFTED_HOLD:
             break
-    wall = time.perf_counter() - wall0
+    wall = clock() - wall0
 
     end_mid = _sole_midpoint(sim)
     t0 = schedule.t0 if schedule is not None else 0.0
@@ -371,6 +384,10 @@ def run_walk(
         "torque_rate_max_nm_per_tick": round(stats.torque_rate_max, 4),
         **stats.timing(),
         "real_time_factor": round(k * dt / wall, 4),
+        # where the wall time of a tick went [ms]: the walker (with its inputs), the control stage
+        # (observation, supervisor, controller), the run's measurements (support polygon, ZMP, fall
+        # check, landings, recording), the simulation step; the rest of the loop is in neither
+        "wall_ms_per_tick": {name: round(1e3 * part / max(k, 1), 4) for name, part in parts.items()},
         "com_mode": com_mode,
         "push_dv": list(push_dv) if push_dv is not None else None,
         "push_at_s": push_at if push_dv is not None else None,
