@@ -93,7 +93,7 @@ def test_a_moving_link_without_inertia_is_named(tmp_path):
         (("stand", "--push-at", "inf"), ("--push-at", "finite")),
         (("walk", "--friction", "-1"), ("--friction", "> 0")),
         (("walk", "--speed", "nan"), ("--speed", "finite")),
-        (("walk", "--steps", "0"), ("--steps", "an integer >= 1")),
+        (("walk", "--steps", "-1"), ("--steps", "an integer >= 0")),
         (("bench", "tick", "--levels", "4"), ("--levels", ">= 1 and <= 3")),
         (("scenarios", "--jobs", "0"), ("--jobs", ">= 1")),
     ],

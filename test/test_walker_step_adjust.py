@@ -287,3 +287,52 @@ def test_two_step_recovery_from_a_push_towards_the_stance_foot():
 
     *_, error_planned_timing = run(timing=False)
     assert error_planned_timing > 0.1
+
+
+def _standing_lipm_pushed(robot: str, dv: tuple[float, float], recovery: bool):
+    """A LIPM standing on ``robot``'s walker configuration (the ZMP is the generator's clamped
+    ``zmp_cmd``), pushed by ``dv`` [m/s] at 1 s; returns the generator and the final DCM's
+    signed distance to the soles' hull [m] (negative: inside, captured)."""
+    from zmp_walker.config import load_walker_config
+    from zmp_walker.geometry import support_polygon
+
+    cfg = load_walker_config(robot=robot)
+    cfg = cfg.replace(recovery_step=dataclasses.replace(cfg.recovery_step, enabled=recovery))
+    sole, y, h = (SoleRect(-0.05, 0.12, -0.03, 0.03), 0.12, 0.6) if robot == "g1" else (SOLE, 0.1, 0.87)
+    gen = PatternGenerator(cfg, FootPose([0, y, 0]), FootPose([0, -y, 0]), np.array([0, 0, h]), sole, sole)
+    c, cd = np.array([0.0, 0.0, h]), np.zeros(3)
+    for i in range(int(5.0 / cfg.dt)):
+        t = i * cfg.dt
+        if i == int(round(1.0 / cfg.dt)):
+            cd[:2] += dv
+        ref = gen.cycle(t, MeasuredState(c.copy(), cd.copy()))
+        c[:2] += cd[:2] * cfg.dt + 0.5 * ref.com_acc[:2] * cfg.dt**2
+        cd[:2] += ref.com_acc[:2] * cfg.dt
+    feet = gen.schedule.final_feet
+    hull = support_polygon([feet["left"], feet["right"]], [sole, sole])
+    return gen, hull.signed_distance(c[:2] + cd[:2] / gen.omega)
+
+
+@pytest.mark.parametrize(
+    "robot, dv",
+    [
+        ("talos", (0.5, 0.0)),
+        ("talos", (-0.5, 0.0)),
+        ("talos", (-0.35, 0.35)),
+        ("g1", (0.5, 0.0)),
+        ("g1", (-0.35, 0.35)),
+    ],
+)
+def test_a_recovery_step_from_standing_catches_what_the_ankles_cannot(robot, dv):
+    """Standing, pushed beyond what the ZMP in the soles can stop: with the recovery step the
+    walker steps (the foot nearer to the DCM first, landed by the step adjustment), closes and
+    stands again with the DCM inside the soles; without it the LIPM is lost.  A push the soles
+    can stop takes no step."""
+    gen, outside = _standing_lipm_pushed(robot, dv, recovery=True)
+    assert gen.recoveries >= 1 and outside < 0.0 and not gen.is_walking
+    moved = 0.5 * (gen.schedule.final_feet["left"].position[:2] + gen.schedule.final_feet["right"].position[:2])
+    assert float(np.dot(moved, dv)) > 0.0  # it stepped the push's way
+    _, lost = _standing_lipm_pushed(robot, dv, recovery=False)
+    assert lost > 1.0
+    small, inside = _standing_lipm_pushed(robot, (0.3, 0.0), recovery=True)
+    assert small.recoveries == 0 and inside < 0.0

@@ -294,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=number(unit="[m/s]"), default=0.2, help="forward speed [m/s]")
     p.add_argument("--vy", type=number(unit="[m/s]"), default=0.0, help="lateral speed [m/s]")
     p.add_argument("--yaw-rate", type=number(unit="[rad/s]"), default=0.0, help="turning rate [rad/s]")
-    p.add_argument("--steps", type=number(int, ge=1), default=10, help="number of steps")
+    p.add_argument("--steps", type=number(int, ge=0), default=10, help="number of steps (0: stand with the walker)")
     p.add_argument(
         "--friction", type=number(gt=0.0, unit="[-]"), default=None, help="floor friction in the simulation [-]"
     )

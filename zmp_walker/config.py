@@ -31,6 +31,7 @@ __all__ = [
     "StepAdjustmentConfig",
     "DisturbanceObserverConfig",
     "FastGaitConfig",
+    "RecoveryStepConfig",
     "WalkerConfig",
     "load_walker_config",
     "default_config_path",
@@ -120,6 +121,26 @@ class DisturbanceObserverConfig:
 
 
 @dataclass(frozen=True)
+class RecoveryStepConfig:
+    """A recovery step from standing (needs a measured state in ``cycle()`` and the step
+    adjustment, :class:`StepAdjustmentConfig`).
+
+    Standing, when the measured DCM (less the slope lean) is more than ``threshold`` outside
+    the hull of the soles (the ZMP alone cannot stop it), the walker starts a walk of two
+    steps in place: the foot nearer to the DCM lifts off after a ``start_duration`` weight
+    shift for a ``swing_duration`` swing, the other foot closes beside it, then the walker
+    stands again.  The step adjustment moves the first landing under the DCM during the swing
+    (and shortens the swing when that is out of reach); the closing step follows it.  A DCM
+    still outside when the walker stands again starts another recovery.
+    """
+
+    enabled: bool = False
+    threshold: float = field(default=0.01, metadata={"ge": 0.0})  # DCM outside the soles' hull [m]
+    start_duration: float = field(default=0.05, metadata={"gt": 0.0})  # weight shift before lift-off [s]
+    swing_duration: float = field(default=0.4, metadata={"gt": 0.0})  # lift-off to touchdown [s]
+
+
+@dataclass(frozen=True)
 class FastGaitConfig:
     """The gait above the nominal speed ``v0 = max_step_length / step_duration`` (of the
     :class:`WalkerConfig`), up to ``v1 = fast_gait.max_step_length / fast_gait.step_duration``.
@@ -181,6 +202,7 @@ class WalkerConfig:
     step_adjustment: StepAdjustmentConfig = field(default_factory=StepAdjustmentConfig)
     disturbance_observer: DisturbanceObserverConfig = field(default_factory=DisturbanceObserverConfig)
     fast_gait: FastGaitConfig = field(default_factory=FastGaitConfig)
+    recovery_step: RecoveryStepConfig = field(default_factory=RecoveryStepConfig)
 
     def validate(self) -> None:
         """Cross-field checks, run by the loader and by :meth:`replace`."""

@@ -56,7 +56,7 @@ from zmp_walker.config import WalkerConfig
 from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega, slope_height, slope_shift
 from zmp_walker.errors import PlanningError
 from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side
-from zmp_walker.geometry import FootPose, SoleRect
+from zmp_walker.geometry import FootPose, SoleRect, support_polygon
 from zmp_walker.preview import PreviewPlanner
 from zmp_walker.schedule import Schedule
 from zmp_walker.step_adjust import ReplannedSwing, capture_offset, clamp_landing
@@ -224,6 +224,8 @@ class PatternGenerator:
         self._last: WalkerReference | None = None  # the last reference returned by cycle
         self._frozen: WalkerReference | None = None  # set by freeze(): returned from then on
         self._frozen_steps = 0
+        self.recoveries = 0  # recovery walks started from standing (config.recovery_step)
+        self._recovering = False  # the walk is a recovery (its steps reach further)
 
     # -- commands -------------------------------------------------------------
 
@@ -358,6 +360,7 @@ class PatternGenerator:
             kept, t0 = [], t
         feet = dict(old.feet_before[len(kept)] if walking else old.final_feet)
         next_side = other_side(kept[-1].side) if kept else None
+        swings, start = (), None  # a new walk's first swing duration and initial double support
         self._aimed = {k: p for k, p in self._aimed.items() if k < len(kept)}  # a new walk numbers from 0
         self._velocity = None
         if kind == "stop":
@@ -380,12 +383,22 @@ class PatternGenerator:
             n, vx, vy, wz = arg
             final = True
             new = self.footsteps.from_velocity(feet, n, vx, vy, wz, first=next_side)
+        elif kind == "recover":
+            if walking:
+                return
+            final = True
+            rec = self.config.recovery_step
+            # two steps in place; the step adjustment moves them under the DCM (_adjust_step)
+            new = self.footsteps.from_velocity(feet, 2, 0.0, 0.0, 0.0, first=arg)
+            swings, start = (rec.swing_duration,), rec.start_duration
+            self.recoveries += 1
         else:
             final = False
             self._velocity = arg
             new = self.footsteps.from_velocity(feet, 2, *arg, first=next_side, close=False)
         if not walking and not new:
             return
+        self._recovering = kind == "recover"
         nominal = self._nominal[: len(kept)] if walking else []
         self._set_schedule(
             Schedule(
@@ -394,8 +407,9 @@ class PatternGenerator:
                 old.feet_before[0] if walking else feet,
                 kept + new,
                 final,
-                old.swing_durations[: len(kept)] if walking else (),
+                old.swing_durations[: len(kept)] if walking else swings,
                 old.lift_off_delays[: len(kept)] if walking else (),
+                old.start_duration if walking else start,
             ),
             nominal + [s.position[:2] for s in new],
         )
@@ -436,7 +450,14 @@ class PatternGenerator:
         new = self.footsteps.from_velocity(feet, 2, *self._velocity, first=side, close=False)
         self._set_schedule(
             Schedule(
-                self.config, s.t0, s.feet_before[0], list(s.steps) + new, False, s.swing_durations, s.lift_off_delays
+                self.config,
+                s.t0,
+                s.feet_before[0],
+                list(s.steps) + new,
+                False,
+                s.swing_durations,
+                s.lift_off_delays,
+                s.start_duration,
             ),
             self._nominal + [st.position[:2] for st in new],
         )
@@ -482,7 +503,16 @@ class PatternGenerator:
                 p = steps[k].pose
                 steps[k] = steps[k].moved(FootPose(np.array([xy[0], xy[1], p.position[2]]), p.yaw))
         self._set_schedule(
-            Schedule(self.config, s.t0, s.feet_before[0], steps, s.final, s.swing_durations, s.lift_off_delays)
+            Schedule(
+                self.config,
+                s.t0,
+                s.feet_before[0],
+                steps,
+                s.final,
+                s.swing_durations,
+                s.lift_off_delays,
+                s.start_duration,
+            )
         )
 
     def _adjust_step(self, t: float, measured: MeasuredState) -> None:
@@ -525,10 +555,14 @@ class PatternGenerator:
         stance = phase.feet[stance_side]
         planned = self._planned_landing.setdefault(k, step.pose)
         length_limit = self.config.step_length_limit(step.duration)
+        max_adjustment = cfg.max_adjustment
+        if self._recovering:  # steps planned in place: as far as the fastest gait's steps reach
+            length_limit = self.config.step_length_limit(self.config.fast_gait.step_duration)
+            max_adjustment = max(max_adjustment, length_limit)
 
         def landing(m):
             target = step.position[:2] + m
-            pose = clamp_landing(self.footsteps, step.side, stance, planned, target, cfg.max_adjustment, length_limit)
+            pose = clamp_landing(self.footsteps, step.side, stance, planned, target, max_adjustment, length_limit)
             if pose is not None:
                 pose = self._on_levels(sched.steps, k, pose)
             return pose, (math.inf if pose is None else float(np.linalg.norm(target - pose.position[:2])))
@@ -563,7 +597,14 @@ class PatternGenerator:
         if T != t_rem:
             durations[k] = t + T - step.t_start
         new = Schedule(
-            self.config, sched.t0, sched.feet_before[0], steps, sched.final, tuple(durations), sched.lift_off_delays
+            self.config,
+            sched.t0,
+            sched.feet_before[0],
+            steps,
+            sched.final,
+            tuple(durations),
+            sched.lift_off_delays,
+            sched.start_duration,
         )
         replanned = ReplannedSwing(swing, t, pose.position[:2], new.steps[k].t_end)
         self._set_schedule(new, nominal)
@@ -629,6 +670,7 @@ class PatternGenerator:
                 sched.final,
                 sched.swing_durations,
                 sched.lift_off_delays,
+                sched.start_duration,
             ),
             nominal,
         )
@@ -725,7 +767,14 @@ class PatternGenerator:
         delays[k] += wait
         self._set_schedule(
             Schedule(
-                self.config, sched.t0, sched.feet_before[0], sched.steps, sched.final, sched.swing_durations, delays
+                self.config,
+                sched.t0,
+                sched.feet_before[0],
+                sched.steps,
+                sched.final,
+                sched.swing_durations,
+                delays,
+                sched.start_duration,
             )
         )
 
@@ -746,6 +795,10 @@ class PatternGenerator:
         self._measured = measured
         if self._frozen is not None:
             return dataclasses.replace(self._frozen, time=float(t))
+        if measured is not None and self._pending is None and self.config.recovery_step.enabled:
+            side = self._recovery_side(t, measured)
+            if side is not None:
+                self._pending = ("recover", side)
         if self._pending is not None:
             self._advance(t)
             self._apply(self._t_plan)
@@ -809,6 +862,23 @@ class PatternGenerator:
             omega=w,
         )
         return self._last
+
+    def _recovery_side(self, t: float, measured: MeasuredState) -> Side | None:
+        """Standing with the measured DCM (less the slope lean) beyond the soles' hull by more
+        than ``recovery_step.threshold``: the foot nearer to it (it steps); else None."""
+        phase = self._schedule.phase_at(t)
+        if phase.name != "standing" or not self.config.step_adjustment.enabled:
+            return None
+        c, v = np.asarray(measured.com, dtype=float), np.asarray(measured.com_vel, dtype=float)
+        xi = c[:2] + v[:2] / self.omega - self._slope_shift
+        if not np.all(np.isfinite(xi)):
+            return None
+        feet = phase.feet
+        hull = support_polygon([feet["left"], feet["right"]], [self.soles["left"], self.soles["right"]])
+        if not hull.signed_distance(xi) > self.config.recovery_step.threshold:
+            return None
+        gap = {s: float(np.linalg.norm(sole_center(feet[s], self.soles[s]) - xi)) for s in ("left", "right")}
+        return min(gap, key=gap.get)
 
     def _upcoming(self, t: float) -> tuple:
         """Steps not landed at ``t`` (cached per schedule and landed count)."""

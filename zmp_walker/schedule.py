@@ -110,6 +110,8 @@ class Schedule:
             or None (the first steps only when shorter than ``steps``).
         lift_off_delays: per step, extra double support [s] before it lifts
             off (the first steps only when shorter than ``steps``).
+        start_duration: the initial double support [s]; None: ``config.start_duration``
+            (a recovery step from standing starts sooner).
     """
 
     def __init__(
@@ -121,11 +123,15 @@ class Schedule:
         final: bool,
         swing_durations: tuple[float | None, ...] = (),
         lift_off_delays: tuple[float, ...] = (),
+        start_duration: float | None = None,
     ):
         self.config = config
         self.t0 = float(t0)
         self.final = bool(final)
-        t_first = self.t0 + config.start_duration
+        self.start_duration = float(config.start_duration if start_duration is None else start_duration)
+        if not self.start_duration > 0.0:
+            raise ValueError(f"the start duration must be > 0, got {start_duration}")
+        t_first = self.t0 + self.start_duration
         # feet_before[k]: sole poses before step k lifts off; feet_before[n]: after the walk
         self.feet_before: list[dict[Side, FootPose]] = [dict(feet)]
         for s in steps:
@@ -201,7 +207,7 @@ class Schedule:
     @property
     def planned_until(self) -> float:
         """Touchdown time of the last planned step [s] (``t0 + start`` if none)."""
-        return self.steps[-1].t_end if self.steps else self.t0 + self.config.start_duration
+        return self.steps[-1].t_end if self.steps else self.t0 + self.start_duration
 
     @property
     def final_feet(self) -> dict[Side, FootPose]:

@@ -61,7 +61,7 @@ class ZmpReference:
         # None meaning the foot's pose before the walk (kept for the MPC with footstep variables)
         last: dict[Side, int | None] = {"left": None, "right": None}
         both = (((None, "left"), 0.5), ((None, "right"), 0.5))
-        times = [schedule.t0, schedule.t0 + START_HOLD * cfg.start_duration]
+        times = [schedule.t0, schedule.t0 + START_HOLD * schedule.start_duration]
         points = [mid(feet0), mid(feet0)]
         sources = [both, both]
         for k, s in enumerate(schedule.steps):

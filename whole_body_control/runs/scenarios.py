@@ -350,6 +350,44 @@ def _standing_pushes_figures(runs: dict[str, dict]) -> dict:
     }
 
 
+RECOVERY_PUSHES = {"forward": (0.5, 0.0), "backward": (-0.5, 0.0)}  # beyond the hip strategy, [m/s]
+
+
+def push_standing_step(robot, out_dir) -> dict:
+    """Standing with the walker (``wbc walk --steps 0``) and its recovery step on
+    (``recovery_step.enabled``, off in config/walker.yaml), one run per push of
+    :data:`RECOVERY_PUSHES` at 1 s: no fall, no damping tick, at least one recovery walk,
+    and the robot standing at the end (the walker back to standing)."""
+    from whole_body_control.runs.walk import run_walk
+    from whole_body_control.walker_stage import walker_config_for
+
+    config = walker_config_for(robot)[0]
+    config = config.replace(recovery_step=dataclasses.replace(config.recovery_step, enabled=True))
+    runs = {}
+    for direction, dv in RECOVERY_PUSHES.items():
+        sub = None if out_dir is None else Path(out_dir) / direction
+        s = run_walk(robot, 0.0, 0.0, 0.0, 0, dv, 1.0, None, None, sub, walker_config=config)
+        passed = not s["fell"] and s["statuses"].get("damping", 0) == 0 and s["recovery_walks"] >= 1
+        runs[direction] = {
+            "passed": bool(passed),
+            "figure": f"{s['recovery_walks']} recovery walk(s), moved {s['distance_m']:.2f} m"
+            + (f", fell at {s['fall_time_s']:.2f} s: {s['fall_reason']}" if s["fell"] else ""),
+            "fell": s["fell"],
+            "fall_reason": s["fall_reason"],
+            "recovery_walks": s["recovery_walks"],
+            "distance_m": s["distance_m"],
+            "qp_failures": s["qp_failures"],
+            **_tick_figures(s),
+            "simulated_s": s["simulated_s"],
+        }
+    return {
+        "passed": all(r["passed"] for r in runs.values()),
+        "figure": "; ".join(f"{d} {RECOVERY_PUSHES[d]} m/s: {r['figure']}" for d, r in runs.items()),
+        "runs": runs,
+        "simulated_s": sum(r["simulated_s"] for r in runs.values()),
+    }
+
+
 SS_PUSH_DIRECTIONS = ("forward", "backward", "swing", "stance")  # in single support, relative to the walk
 
 
@@ -943,6 +981,11 @@ SCENARIOS: list[Scenario] = [
     ),
     Scenario("push_forward_max", push_forward_search, what="largest forward push survived, standing"),
     Scenario("push_standing_0.35", push_standing, what="standing pushes of 0.35 m/s, forward and sideways"),
+    Scenario(
+        "push_standing_step_0.5",
+        push_standing_step,
+        what="standing with the walker's recovery step on, pushes of 0.5 m/s forward and backward",
+    ),
     Scenario("overload", overload, fast=True, what="sustained 0.5 m g push: fall detected, damping"),
     Scenario("mass_x0.9", masses(factor=0.9), what="link masses x0.9 (walk)"),
     Scenario("mass_x1.1", masses(factor=1.1), what="link masses x1.1 (walk)"),
@@ -999,6 +1042,8 @@ ROS_NOT_APPLICABLE = {
     "walk_push_random": "eight 10-step walks per run; through the graph every walk is a new set of processes",
     "lifted": "the hoist is a spring-damper force on the base height computed every simulation step; "
     "/sim/push applies constant forces only",
+    "push_standing_step_0.5": "the recovery step is off in the shipped walker configuration, which the walker "
+    "node reads (in-process the scenario turns it on)",
 }
 
 

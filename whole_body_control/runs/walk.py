@@ -114,10 +114,11 @@ def run_walk(
     hardest_count: int | None = None,
     measure_gravity: bool = True,
 ) -> dict:
-    """Walk ``steps`` steps at ``(speed, vy)`` [m/s] and ``yaw_rate`` [rad/s] in MuJoCo.
+    """Walk ``steps`` steps at ``(speed, vy)`` [m/s] and ``yaw_rate`` [rad/s] in MuJoCo
+    (``steps = 0``: stand with the walker, which may step to recover from a push).
 
     The run lasts until the walker has finished (last step landed, final
-    double support over), then ``settle_time`` [s] more.  ``push_dv`` (vx, vy)
+    double support over) and the push is over, then ``settle_time`` [s] more.  ``push_dv`` (vx, vy)
     [m/s] sizes a push on the torso at ``push_at`` [s] for ``push_duration``
     [s] (see :meth:`Simulation.push_velocity_change`).  ``friction`` is the
     floor friction of the simulation; the controller then assumes the smaller
@@ -177,8 +178,8 @@ def run_walk(
     from whole_body_control.sim import SimConfig, Simulation
     from whole_body_control.sim.fall import FallDetector
 
-    if int(steps) != steps or steps < 1:
-        raise ConfigError(f"steps must be a positive integer, got {steps}")
+    if int(steps) != steps or steps < 0:
+        raise ConfigError(f"steps must be an integer >= 0, got {steps}")
     sim_config = sim_config or SimConfig()
     if friction is not None:
         sim_config = dataclasses.replace(sim_config, friction=float(friction))
@@ -196,7 +197,8 @@ def run_walk(
     sim.reset(q0)
     ctrl.reset(sim.q, sim.v)
     walker = make_walker(robot, ctrl, walker_config, sim_config.ground_height if sim_config.platforms else None)
-    walker.walk_steps(int(steps), speed, vy, yaw_rate)
+    if steps:
+        walker.walk_steps(int(steps), speed, vy, yaw_rate)
     dt = sim.timestep
     lead = ctrl.config.contacts.transition_time
     stage = in_process_stage(robot, ctrl, dt, com_mode)
@@ -211,6 +213,7 @@ def run_walk(
     lateral_max = 0.0
     residual_max = 0.0
     pushed = False
+    push_end = push_at + push_duration if push_dv is not None else 0.0  # the run lasts past it
     walk_end: float | None = None  # all steps landed in the sim
     walker_done: float | None = None  # walker finished (final double support over)
     schedule = None
@@ -240,7 +243,9 @@ def run_walk(
         wref = walker.cycle(t, measured if com_mode == "dcm" else None)
         if schedule is None:
             schedule = walker.schedule
-            max_ticks = int(math.ceil((schedule.end_time + settle_time + 5.0) / dt))
+            # (no steps: the walker stands, and may step to recover from a push)
+            end = schedule.end_time if math.isfinite(schedule.end_time) else 0.0
+            max_ticks = int(math.ceil((max(end, push_at if push_dv is not None else 0.0) + settle_time + 10.0) / dt))
         # the controller's contacts release a foot `lead` before the walker lifts it (once lifted,
         # the stage holds the posture and takes no reference)
         reference = released_ahead(wref, walker, t, lead)
@@ -305,18 +310,20 @@ def run_walk(
         k += 1
         if fall.reason is not None:
             break
-        if walk_end is None and walker.steps_completed >= steps and all(sim.foot_contacts(1.0).values()):
+        if walk_end is None and steps and walker.steps_completed >= steps and all(sim.foot_contacts(1.0).values()):
             walk_end = t
         if walker_done is None and walker.steps_completed >= steps and not walker.is_walking:
             walker_done = t
-        if walker_done is not None and t >= walker_done + settle_time:
+        elif walker_done is not None and walker.is_walking:
+            walker_done = None  # walking again: a recovery step (config.recovery_step)
+        if walker_done is not None and t >= max(walker_done, push_end) + settle_time:
             break
         if lifted_at is not None and t >= lifted_at + LIFTED_HOLD:
             break
     wall = clock() - wall0
 
     end_mid = _sole_midpoint(sim)
-    t0 = schedule.t0 if schedule is not None else 0.0
+    t0 = schedule.t0 if schedule is not None and math.isfinite(schedule.t0) else 0.0
     planned_touchdown = schedule.steps[-1].t_end - t0 if schedule is not None and schedule.steps else 0.0
     t_lift = schedule.steps[0].t_start if schedule is not None and schedule.steps else None  # first lift-off
     planned_feet = schedule.final_feet if schedule is not None else None
@@ -362,6 +369,7 @@ def run_walk(
         "latched": stage.supervisor.latched,
         "lifted_at_s": round(lifted_at, 4) if lifted_at is not None else None,
         "steps_completed": int(min(walker.steps_completed, steps)),  # landed by the end (or the fall)
+        "recovery_walks": walker.recoveries,  # walks started from standing to catch the DCM
         "distance_m": round(float(np.linalg.norm(end_mid - start_mid)), 4),
         "planned_distance_m": round(planned_distance, 4),
         "duration_s": round(walk_end - t0, 4) if walk_end is not None else None,
