@@ -576,18 +576,20 @@ def test_a_row_the_lower_level_cannot_move_keeps_its_infinite_bound_without_nan(
 def test_recorded_problems_replay_the_same_through_both_solver_backends(tmp_path):
     """G1 standing while its CoM sways: most ticks have active inequalities (the level QPs
     run).  The slowest problems are recorded to a file; replayed, daqp and proxsuite give
-    the same solution, which keeps the hard equalities and every inequality."""
+    the same solution, which keeps the hard equalities and every inequality.  Every tick is
+    kept (the slowest by wall time are not those whose QPs ran when the machine is loaded)."""
     from whole_body_control.hqp import HierarchicalQP, load_recorded
     from whole_body_control.sim import Simulation
 
     robot = load_robot("g1")
     ctrl = WholeBodyController(robot)
-    ctrl.hqp.record_hardest(12)
+    ticks = 300
+    ctrl.hqp.record_hardest(ticks)
     sim = Simulation(robot)
     sim.reset(robot.q_ref)
     ctrl.reset(sim.q, sim.v)
     com0 = ctrl.com_task.pos.copy()
-    for k in range(300):
+    for k in range(ticks):
         w, t = np.pi, k * sim.timestep
         ctrl.com_task.set_reference(com0 + [0.0, 0.02 * np.sin(w * t), 0.0], [0.0, 0.02 * w * np.cos(w * t), 0.0])
         result = ctrl.cycle(sim.q, sim.v, sim.timestep)
@@ -595,7 +597,7 @@ def test_recorded_problems_replay_the_same_through_both_solver_backends(tmp_path
         sim.step(result.tau)
     sim.close()
     recorded = load_recorded(ctrl.hqp.save_recorded(tmp_path / "hardest.pkl"))
-    assert len(recorded) == 12
+    assert len(recorded) == ticks
     assert [t for t, _ in recorded] == sorted((t for t, _ in recorded), reverse=True)
     cfg = ctrl.config.solver
     solvers = {
@@ -620,7 +622,7 @@ def test_recorded_problems_replay_the_same_through_both_solver_backends(tmp_path
         # proxsuite solve to 1e-10)
         np.testing.assert_allclose(again.x, sols["daqp"].x, atol=1e-5)
         np.testing.assert_allclose(sols["daqp"].residuals, sols["proxsuite"].residuals, atol=1e-4)
-    assert qp_ran >= 6, "the recorded problems should exercise the level QPs"
+    assert qp_ran >= ticks // 4, f"the recorded problems should exercise the level QPs ({qp_ran} did)"
 
 
 def test_the_problem_a_tick_built_is_the_one_it_solved(tmp_path):
