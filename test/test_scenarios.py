@@ -68,6 +68,45 @@ def test_cli_json_last_line():
     assert out.returncode == (0 if last["failed"] == 0 else 1)
 
 
+def test_a_time_budget_skips_what_would_overrun_it_and_names_it():
+    """``--budget``: a scenario starts only if its cost at the pace measured so far fits; the
+    first one sets the pace (10 s of wall per unit of cost here), a cheaper later one still
+    runs, and the ones left out are rows with ``ran: false``, neither passed nor failed."""
+    costs = {"a": 10.0, "b": 10.0, "c": 1.0, "d": 3.0, "instant": 0.0}
+    chosen = [scenarios.Scenario(n, run=None, cost=c) for n, c in costs.items()]
+    ran = []
+
+    def run_one(name):
+        ran.append(name)
+        return {"name": name, "passed": name != "c", "figure": "", "wall_s": 10.0 * costs[name]}
+
+    # real elapsed time is milliseconds: the reported wall times (10 s per unit) decide alone
+    results = scenarios.run_scheduled(chosen, run_one, budget=50.0)
+    assert ran == ["a", "c", "d", "instant"]  # b: 10 x 10 s > 50 s; c: 10 s, d: 30 s fit
+    assert results["b"]["ran"] is False and results["b"]["passed"] is None
+    assert "time budget (50 s)" in results["b"]["figure"]
+    # without a budget everything runs, in the suite's order
+    ran.clear()
+    scenarios.run_scheduled(chosen, run_one)
+    assert ran == list(costs)
+
+
+def test_the_suite_counts_not_run_rows_apart():
+    # a budget of 1 s, which neither scenario fits at the prior pace (1 s per unit of cost)
+    summary = scenarios.run_suite("talos", ["push_lateral_ds,overload"], budget=1.0)
+    assert [r["ran"] for r in summary["scenarios"]] == [False, False]
+    assert (summary["passed"], summary["failed"], summary["not_run"]) == (0, 0, 2)
+    assert "2 not run (time budget)" in scenarios.format_table(summary)
+    assert "skip" in scenarios.format_row(summary["scenarios"][0])
+
+
+def test_single_support_thresholds_are_one_scenario_per_direction():
+    names = [s.name for s in scenarios.SCENARIOS if s.name.startswith("push_ss_")]
+    assert names == [f"push_ss_{d}" for d in scenarios.SS_PUSH_DIRECTIONS]
+    rows = [{"name": "push_ss_stance", "direction": "stance", "threshold_mps": 0.1}, {"name": "x", "passed": True}]
+    assert scenarios.thresholds_figure(rows) == {"stance": 0.1}
+
+
 def test_unknown_scenario_names_the_closest():
     with pytest.raises(ConfigError, match="did you mean 'overload'"):
         scenarios.select(["overlaod"])

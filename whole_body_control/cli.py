@@ -195,6 +195,7 @@ def cmd_scenarios(args) -> int:
         through=args.through,
         ros_options=options,
         configs={"wbc_config": args.wbc_config, "walker_config": args.walker_config},
+        budget=args.budget,
     )
     print(format_table(summary))
     if args.json:
@@ -323,6 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=number(gt=0.0, unit="[s]"),
         default=0.001,
         help="--through ros: control period of the graph [s] (0.002 halves the wall time)",
+    )
+    p.add_argument(
+        "--budget",
+        type=number(gt=0.0, unit="[s]"),
+        help="wall time [s]: a scenario that would overrun it (its cost at the pace measured so far) "
+        "is not started and listed as not run (CI on a slow machine)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(func=cmd_scenarios)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import tempfile
@@ -58,6 +59,10 @@ class Scenario:
     run: Callable
     fast: bool = False  # short enough for the test suite
     what: str = ""
+    # [s] rough wall time in-process on a slow 2-core machine (G1; the suite with 2 processes
+    # took about half the sum): the suite starts the long ones first and, with a time
+    # budget, starts no scenario it expects to overrun it
+    cost: float = 25.0  # an 8-step walk
 
 
 # -- hooks ------------------------------------------------------------------------------
@@ -389,6 +394,12 @@ def push_standing_step(robot, out_dir) -> dict:
 
 
 SS_PUSH_DIRECTIONS = ("forward", "backward", "swing", "stance")  # in single support, relative to the walk
+SS_PUSH_WHAT = {
+    "forward": "forward",
+    "backward": "backward",
+    "swing": "towards the swing foot",
+    "stance": "towards the stance foot",
+}
 
 
 def _single_support_push(robot, out_dir, dv: float, direction: str, steps: int = SHORT_WALK) -> dict:
@@ -520,21 +531,27 @@ def push_bisect(survives, lo: float, hi: float, iterations: int = 4) -> dict:
     return {"survived": round(lo, 4), "fell": round(hi, 4), "trials": trials}
 
 
-def single_support_thresholds(
-    robot, out_dir, directions=SS_PUSH_DIRECTIONS, lo: float = 0.1, hi: float = 0.8, iterations: int = 3
-) -> dict:
-    """Per direction, the largest push survived in single support while walking (:func:`push_bisect`
-    on :func:`_single_support_push`, ``SHORT_WALK`` steps: in a 5-step walk G1 is still recovering
-    when the walk ends and falls in the final double support): a report (it passes when it ran)."""
-    found = {}
-    for d in directions:
-        found[d] = push_bisect(lambda dv, d=d: _single_support_push(robot, None, dv, d)["passed"], lo, hi, iterations)
-    return {
-        "passed": True,  # it reports
-        "figure": ", ".join(f"{d} {r['survived']}" for d, r in found.items()) + " m/s",
-        "thresholds_mps": {d: r["survived"] for d, r in found.items()},
-        "trials": {d: r["trials"] for d, r in found.items()},
-    }
+def single_support_threshold(direction: str, lo: float = 0.1, hi: float = 0.8, iterations: int = 3):
+    """Scenario: the largest push [m/s] ``direction`` survived in single support while walking
+    (:func:`push_bisect` on :func:`_single_support_push`, ``SHORT_WALK`` steps: in a 5-step walk
+    G1 is still recovering when the walk ends and falls in the final double support): a report
+    (it passes when it ran).  One scenario per direction, so that the suite's processes share
+    the four bisections (together they were half of a robot's suite in one process)."""
+    if direction not in SS_PUSH_DIRECTIONS:
+        raise ConfigError(f"push direction must be one of {SS_PUSH_DIRECTIONS}, got '{direction}'")
+
+    def run(robot, out_dir) -> dict:
+        found = push_bisect(lambda dv: _single_support_push(robot, None, dv, direction)["passed"], lo, hi, iterations)
+        fell = f" ({found['fell']} fell)" if found["fell"] is not None else ""
+        return {
+            "passed": True,  # it reports
+            "figure": f"largest push {direction} survived {found['survived']} m/s{fell}",
+            "direction": direction,
+            "threshold_mps": found["survived"],
+            "trials": found["trials"],
+        }
+
+    return run
 
 
 def push_search(fall_reason_at, start: float, step: float, limit: float) -> dict:
@@ -963,30 +980,50 @@ def lifted(robot, out_dir) -> dict:
 
 
 SCENARIOS: list[Scenario] = [
-    Scenario("stand_10s", stand, fast=False, what="stand 10 s"),
-    Scenario("walk_30_steps", walk, what=f"walk {LONG_WALK} steps at {WALK_SPEED} m/s"),
+    Scenario("stand_10s", stand, fast=False, what="stand 10 s", cost=45.0),
+    Scenario("walk_30_steps", walk, what=f"walk {LONG_WALK} steps at {WALK_SPEED} m/s", cost=110.0),
     Scenario(
-        "walk_fast", walk_fast, what=f"walk {LONG_WALK} steps fast (G1 0.5, Talos 0.6 m/s), within 1.1 x planned time"
+        "walk_fast",
+        walk_fast,
+        what=f"walk {LONG_WALK} steps fast (G1 0.5, Talos 0.6 m/s), within 1.1 x planned time",
+        cost=60.0,
     ),
     Scenario("friction_0.4", friction(0.4), what="sim friction 0.4, controller 0.7 (walk)"),
     Scenario("friction_0.7", friction(0.7), what="sim friction 0.7, controller 0.7 (walk)"),
     Scenario("friction_1.25", friction(1.25), what="sim friction 1.25, controller 0.7 (walk)"),
-    Scenario("push_lateral_ds", push_lateral_double_support, fast=True, what="lateral push 0.25 m/s, standing"),
-    Scenario("push_inward_ss", push_inward_single_support, what="inward push 0.22 m/s in single support (walk)"),
-    Scenario("walk_push_lateral_0.25", walk_push((0.0, 0.25), 4.0), what="walk 20 steps, push 0 0.25 m/s at 4 s"),
-    Scenario("walk_push_lateral_0.5", walk_push((0.0, 0.5), 4.0), what="walk 20 steps, push 0 0.5 m/s at 4 s"),
-    Scenario("push_ss_thresholds", single_support_thresholds, what="largest single-support pushes, 4 directions"),
     Scenario(
-        "walk_push_random", random_pushes(), what=f"{RANDOM_PUSH_WALKS} seeded walks, random push {RANDOM_PUSH_DV} m/s"
+        "push_lateral_ds", push_lateral_double_support, fast=True, what="lateral push 0.25 m/s, standing", cost=10.0
     ),
-    Scenario("push_forward_max", push_forward_search, what="largest forward push survived, standing"),
+    Scenario("push_inward_ss", push_inward_single_support, what="inward push 0.22 m/s in single support (walk)"),
+    Scenario(
+        "walk_push_lateral_0.25", walk_push((0.0, 0.25), 4.0), what="walk 20 steps, push 0 0.25 m/s at 4 s", cost=80.0
+    ),
+    Scenario(
+        "walk_push_lateral_0.5", walk_push((0.0, 0.5), 4.0), what="walk 20 steps, push 0 0.5 m/s at 4 s", cost=80.0
+    ),
+    *(
+        Scenario(
+            f"push_ss_{d}",
+            single_support_threshold(d),
+            what=f"largest single-support push {SS_PUSH_WHAT[d]} (bisection, walk)",
+            cost=230.0,
+        )
+        for d in SS_PUSH_DIRECTIONS
+    ),
+    Scenario(
+        "walk_push_random",
+        random_pushes(),
+        what=f"{RANDOM_PUSH_WALKS} seeded walks, random push {RANDOM_PUSH_DV} m/s",
+        cost=240.0,
+    ),
+    Scenario("push_forward_max", push_forward_search, what="largest forward push survived, standing", cost=65.0),
     Scenario("push_standing_0.35", push_standing, what="standing pushes of 0.35 m/s, forward and sideways"),
     Scenario(
         "push_standing_step_0.5",
         push_standing_step,
         what="standing with the walker's recovery step on, pushes of 0.5 m/s forward and backward",
     ),
-    Scenario("overload", overload, fast=True, what="sustained 0.5 m g push: fall detected, damping"),
+    Scenario("overload", overload, fast=True, what="sustained 0.5 m g push: fall detected, damping", cost=10.0),
     Scenario("mass_x0.9", masses(factor=0.9), what="link masses x0.9 (walk)"),
     Scenario("mass_x1.1", masses(factor=1.1), what="link masses x1.1 (walk)"),
     Scenario("torso_+1kg", masses(torso_kg=1.0), what="torso +1 kg (walk)"),
@@ -1005,8 +1042,10 @@ SCENARIOS: list[Scenario] = [
     Scenario("sim_dt_2ms", sim_settings(timestep=0.002), what="MuJoCo and control at 2 ms (walk)"),
     Scenario("sim_euler", sim_settings(integrator="euler"), what="MuJoCo Euler integrator (walk)"),
     Scenario("sim_elliptic", sim_settings(cone="elliptic"), what="MuJoCo elliptic friction cones (walk)"),
-    Scenario("determinism", determinism, what="same seed twice (fresh processes): identical logs"),
-    Scenario("infeasible_qp", infeasible_qp, fast=True, what="infeasible QP for 0.2 s: fallback, finite torques"),
+    Scenario("determinism", determinism, what="same seed twice (fresh processes): identical logs", cost=50.0),
+    Scenario(
+        "infeasible_qp", infeasible_qp, fast=True, what="infeasible QP for 0.2 s: fallback, finite torques", cost=10.0
+    ),
     Scenario("lifted", lifted, what="lifted 0.3 m while walking: walking stops"),
 ]
 
@@ -1037,8 +1076,11 @@ ROS_NOT_APPLICABLE = {
     "(lockstep determinism of the graph itself: the final pose of two runs, test_ros_graph and docs/ros.md)",
     "infeasible_qp": "edits the controller's torque limits inside the running controller (no ROS parameter "
     "or topic sets them)",
-    "push_ss_thresholds": "a bisection of 5-step walks per direction, each push timed on the walker's "
-    "single support as it happens (in-process on_tick); through the graph every trial is a new set of processes",
+    **{
+        f"push_ss_{d}": "a bisection of 8-step walks, each push timed on the walker's single support as it "
+        "happens (in-process on_tick); through the graph every trial is a new set of processes"
+        for d in SS_PUSH_DIRECTIONS
+    },
     "walk_push_random": "eight 10-step walks per run; through the graph every walk is a new set of processes",
     "lifted": "the hoist is a spring-damper force on the base height computed every simulation step; "
     "/sim/push applies constant forces only",
@@ -1532,6 +1574,92 @@ def run_scenario(robot_name: str, name: str, out: str | None, video: bool, confi
     return {"name": name, **figures, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
+# through the graph a scenario takes about this many times its in-process wall time (2 on a
+# fast machine: the suites 798 s against 414 s for Talos, 644 against 364 for G1)
+ROS_PACE = 2.0
+
+
+def _not_run(name: str, budget: float) -> dict:
+    return {
+        "name": name,
+        "ran": False,
+        "passed": None,
+        "figure": f"not run: it would overrun the time budget ({budget:.0f} s)",
+        "wall_s": 0.0,
+    }
+
+
+def run_scheduled(
+    chosen: list[Scenario],
+    run_one,
+    jobs: int = 1,
+    budget: float | None = None,
+    on_result=None,
+    cost=None,
+    pace: float = 1.0,
+):
+    """``run_one(name) -> result`` for every scenario of ``chosen``; results by name.
+
+    ``jobs`` > 1: in that many processes (``run_one`` must pickle), the costliest
+    (:attr:`Scenario.cost`) first so that the processes end together; one process: in
+    ``chosen``'s order.  ``budget`` [s]: a scenario starts only if it is expected to end
+    within the budget, its ``cost`` scaled by this machine's pace (the wall time of the
+    finished scenarios over their cost; ``pace`` until one finished); the ones that would
+    overrun it are rows with ``ran: false`` (:func:`_not_run`), and later, cheaper ones
+    still get their chance.  ``cost(scenario)`` overrides the cost (0: instant)."""
+    cost = cost or (lambda sc: sc.cost)
+    t0 = time.perf_counter()
+    queue = sorted(chosen, key=lambda sc: -cost(sc)) if jobs > 1 else list(chosen)
+    results: dict[str, dict] = {}
+    spent = {"cost": 0.0, "wall": 0.0}
+
+    def fits(sc: Scenario) -> bool:
+        if budget is None or cost(sc) == 0.0:
+            return True
+        measured = spent["wall"] / spent["cost"] if spent["cost"] > 0.0 else pace
+        return time.perf_counter() - t0 + measured * cost(sc) <= budget
+
+    def done(sc: Scenario, r: dict) -> None:
+        if cost(sc) > 0.0:
+            spent["cost"] += cost(sc)
+            spent["wall"] += r["wall_s"]
+        results[sc.name] = r
+        if on_result is not None:
+            on_result(r)
+
+    def next_that_fits():
+        while queue:
+            sc = queue.pop(0)
+            if fits(sc):
+                return sc
+            results[sc.name] = _not_run(sc.name, budget)
+            if on_result is not None:
+                on_result(results[sc.name])
+        return None
+
+    if jobs <= 1 or len(chosen) <= 1:
+        while (sc := next_that_fits()) is not None:
+            done(sc, run_one(sc.name))
+        return results
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        running = {}
+        while True:
+            while len(running) < jobs and (sc := next_that_fits()) is not None:
+                running[pool.submit(run_one, sc.name)] = sc
+            if not running:
+                return results
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                done(running.pop(future), future.result())
+
+
+def thresholds_figure(rows: list[dict]) -> dict[str, float | None]:
+    """The single-support thresholds [m/s] of the ``push_ss_*`` rows that ran, by direction."""
+    return {r["direction"]: r["threshold_mps"] for r in rows if r.get("ran", True) and "threshold_mps" in r}
+
+
 def run_suite(
     robot_name: str,
     only: list[str] | None = None,
@@ -1542,8 +1670,11 @@ def run_suite(
     through: str = "process",
     ros_options: RosOptions | None = None,
     configs: dict | None = None,
+    budget: float | None = None,
 ) -> dict:
-    """Run the scenarios (``jobs`` processes); ``{"robot", "passed", "failed", "scenarios", "wall_s"}``.
+    """Run the scenarios (``jobs`` processes); ``{"robot", "passed", "failed", "not_run",
+    "scenarios", "wall_s"}``.  ``budget`` [s]: see :func:`run_scheduled` (a scenario that
+    did not run is neither passed nor failed).
 
     ``through="ros"``: each scenario through the ROS graph in lockstep
     (:func:`run_through_ros`, one graph at a time; ``out``, ``video`` and ``jobs`` do not
@@ -1554,64 +1685,68 @@ def run_suite(
         raise ConfigError(f"through must be 'process' or 'ros', got '{through}'")
     chosen = select(only)
     t0 = time.perf_counter()
-    results: dict[str, dict] = {}
     if through == "ros":
         options = ros_options or RosOptions()
-        for s in chosen:
-            r = run_through_ros(robot_name, s.name, options)
-            results[r["name"]] = r
-            if on_result is not None:
-                on_result(r)
-        ordered = [results[s.name] for s in chosen]
-        applied = [r for r in ordered if r["applies"]]
-        passed = sum(1 for r in applied if r["passed"])
-        return {
-            "robot": robot_name,
-            "through": "ros",
-            "control_period_s": options.control_period,
-            "passed": passed,
-            "failed": len(applied) - passed,
-            "not_applicable": len(ordered) - len(applied),
-            "scenarios": ordered,
-            "wall_s": round(time.perf_counter() - t0, 1),
-        }
-    if jobs > 1 and len(chosen) > 1:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(run_scenario, robot_name, s.name, out, video, configs): s.name for s in chosen}
-            for future in as_completed(futures):
-                r = future.result()
-                results[r["name"]] = r
-                if on_result is not None:
-                    on_result(r)
+        results = run_scheduled(
+            chosen,
+            functools.partial(_through_ros_by_name, robot_name, options),
+            budget=budget,
+            on_result=on_result,
+            cost=lambda sc: sc.cost if sc.name in ROS_RUNS else 0.0,
+            pace=ROS_PACE,
+        )
     else:
-        for s in chosen:
-            r = run_scenario(robot_name, s.name, out, video, configs)
-            results[r["name"]] = r
-            if on_result is not None:
-                on_result(r)
+        results = run_scheduled(
+            chosen,
+            functools.partial(_scenario_by_name, robot_name, out, video, configs),
+            jobs,
+            budget,
+            on_result,
+        )
     ordered = [results[s.name] for s in chosen]
-    passed = sum(1 for r in ordered if r["passed"])
-    timed = [r for r in ordered if r.get("tick_ms_max") is not None]
+    ran = [r for r in ordered if r.get("ran", True) and r.get("applies", True)]
+    passed = sum(1 for r in ran if r["passed"])
     summary = {
         "robot": robot_name,
         "passed": passed,
-        "failed": len(ordered) - passed,
-        # over every scenario that ran the controller: the worst per-scenario figures [ms]
-        "tick_ms_p99_max": max((r["tick_ms_p99"] for r in timed), default=None),
-        "tick_ms_max": max((r["tick_ms_max"] for r in timed), default=None),
-        "scenarios": ordered,
-        "wall_s": round(time.perf_counter() - t0, 1),
+        "failed": len(ran) - passed,
+        "not_run": sum(1 for r in ordered if not r.get("ran", True)),
     }
-    if out:
+    if through == "ros":
+        summary.update(
+            through="ros",
+            control_period_s=options.control_period,
+            not_applicable=sum(1 for r in ordered if r.get("applies") is False),
+        )
+    else:
+        timed = [r for r in ordered if r.get("tick_ms_max") is not None]
+        # over every scenario that ran the controller: the worst per-scenario figures [ms]
+        summary["tick_ms_p99_max"] = max((r["tick_ms_p99"] for r in timed), default=None)
+        summary["tick_ms_max"] = max((r["tick_ms_max"] for r in timed), default=None)
+        summary["ss_thresholds_mps"] = thresholds_figure(ordered)
+    summary["scenarios"] = ordered
+    summary["wall_s"] = round(time.perf_counter() - t0, 1)
+    if out and through == "process":
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "scenarios.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return summary
 
 
+def _scenario_by_name(robot_name: str, out, video: bool, configs, name: str) -> dict:
+    return run_scenario(robot_name, name, out, video, configs)
+
+
+def _through_ros_by_name(robot_name: str, options: RosOptions, name: str) -> dict:
+    return run_through_ros(robot_name, name, options)
+
+
 def format_row(r: dict) -> str:
-    verdict = "n/a" if r.get("applies") is False else ("PASS" if r["passed"] else "FAIL")
+    if r.get("applies") is False:
+        verdict = "n/a"
+    elif r.get("ran") is False:
+        verdict = "skip"
+    else:
+        verdict = "PASS" if r["passed"] else "FAIL"
     return f"{r['name']:<20} {verdict:<5} {r['wall_s']:>6.1f} s  {r['figure']}"
 
 
@@ -1623,8 +1758,9 @@ def format_table(summary: dict) -> str:
         if summary.get("through") == "ros"
         else ""
     )
+    not_run = f", {summary['not_run']} not run (time budget)" if summary.get("not_run") else ""
     lines.append(
-        f"{summary['robot']}: {summary['passed']} passed, {summary['failed']} failed{through}"
+        f"{summary['robot']}: {summary['passed']} passed, {summary['failed']} failed{through}{not_run}"
         f" in {summary['wall_s']:.0f} s"
     )
     return "\n".join(lines)
