@@ -11,7 +11,7 @@ from whole_body_control import geometry
 from whole_body_control.controller import WholeBodyController
 from whole_body_control.errors import ConfigError
 from whole_body_control.robot import load_robot
-from whole_body_control.runs.walk import run_walk, sim_support_polygon
+from whole_body_control.runs.walk import run_walk
 from whole_body_control.walker_stage import contacts_ahead, make_walker, walker_to_reference
 from zmp_walker import FootRef, WalkerReference
 from zmp_walker.geometry import rotation_z
@@ -127,7 +127,7 @@ def talos_walk():
             if not result.dynamics_residual < RESIDUAL:
                 ticks["residual_bad"].append((t, result.dynamics_residual))
         zmp = sim.measured_zmp()
-        polygon = sim_support_polygon(sim)
+        polygon = sim.support_polygon()
         if zmp is not None and len(polygon) >= 3:
             ticks["zmp_out"].append(geometry.signed_distance(polygon, zmp))
 

@@ -449,16 +449,7 @@ class PatternGenerator:
         side = other_side(s.steps[-1].side) if s.steps else None
         new = self.footsteps.from_velocity(feet, 2, *self._velocity, first=side, close=False)
         self._set_schedule(
-            Schedule(
-                self.config,
-                s.t0,
-                s.feet_before[0],
-                list(s.steps) + new,
-                False,
-                s.swing_durations,
-                s.lift_off_delays,
-                s.start_duration,
-            ),
+            s.replaced(steps=list(s.steps) + new, final=False),
             self._nominal + [st.position[:2] for st in new],
         )
 
@@ -502,18 +493,7 @@ class PatternGenerator:
             if k < len(steps) and steps[k].t_start > self._t_plan:
                 p = steps[k].pose
                 steps[k] = steps[k].moved(FootPose(np.array([xy[0], xy[1], p.position[2]]), p.yaw))
-        self._set_schedule(
-            Schedule(
-                self.config,
-                s.t0,
-                s.feet_before[0],
-                steps,
-                s.final,
-                s.swing_durations,
-                s.lift_off_delays,
-                s.start_duration,
-            )
-        )
+        self._set_schedule(s.replaced(steps=steps))
 
     def _adjust_step(self, t: float, measured: MeasuredState) -> None:
         """Capture-point step adjustment at the planner grid time ``t`` [s] (see :mod:`zmp_walker.step_adjust`).
@@ -596,16 +576,7 @@ class PatternGenerator:
         durations = list(sched.swing_durations)
         if T != t_rem:
             durations[k] = t + T - step.t_start
-        new = Schedule(
-            self.config,
-            sched.t0,
-            sched.feet_before[0],
-            steps,
-            sched.final,
-            tuple(durations),
-            sched.lift_off_delays,
-            sched.start_duration,
-        )
+        new = sched.replaced(steps=steps, swing_durations=tuple(durations))
         replanned = ReplannedSwing(swing, t, pose.position[:2], new.steps[k].t_end)
         self._set_schedule(new, nominal)
         self._swing = {k: replanned}
@@ -662,16 +633,7 @@ class PatternGenerator:
             steps[j] = steps[j].moved(FootPose(np.array([*(p.position[:2] + delta), p.position[2]]), p.yaw))
         nominal = [n + delta if k <= j < end else n for j, n in enumerate(self._nominal)]
         self._set_schedule(
-            Schedule(
-                self.config,
-                sched.t0,
-                sched.feet_before[0],
-                steps,
-                sched.final,
-                sched.swing_durations,
-                sched.lift_off_delays,
-                sched.start_duration,
-            ),
+            sched.replaced(steps=steps),
             nominal,
         )
 
@@ -765,18 +727,7 @@ class PatternGenerator:
             return
         delays = list(sched.lift_off_delays)
         delays[k] += wait
-        self._set_schedule(
-            Schedule(
-                self.config,
-                sched.t0,
-                sched.feet_before[0],
-                sched.steps,
-                sched.final,
-                sched.swing_durations,
-                delays,
-                sched.start_duration,
-            )
-        )
+        self._set_schedule(sched.replaced(lift_off_delays=delays))
 
     # -- the tick -------------------------------------------------------------
 

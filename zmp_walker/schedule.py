@@ -204,6 +204,23 @@ class Schedule:
         self._knot_t = [k[0] for k in knots]
         self._knot_z = [k[1] for k in knots]
 
+    def replaced(self, **changes) -> Schedule:
+        """This schedule re-timed with some of its arguments changed (``steps``, ``final``,
+        ``swing_durations``, ``lift_off_delays``); the rest are kept."""
+        args = {
+            "t0": self.t0,
+            "feet": self.feet_before[0],
+            "steps": self.steps,
+            "final": self.final,
+            "swing_durations": self.swing_durations,
+            "lift_off_delays": self.lift_off_delays,
+            "start_duration": self.start_duration,
+        }
+        unknown = set(changes) - set(args)
+        if unknown:
+            raise TypeError(f"Schedule.replaced: unknown argument(s) {sorted(unknown)}")
+        return Schedule(self.config, **{**args, **changes})
+
     @property
     def planned_until(self) -> float:
         """Touchdown time of the last planned step [s] (``t0 + start`` if none)."""

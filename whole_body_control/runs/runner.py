@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from whole_body_control import geometry
 from whole_body_control.config import wbc_config_for
 from whole_body_control.control_stage import Command, ControlStage, Observation, StageConfig
 from whole_body_control.controller import WbcResult, WholeBodyController
@@ -207,12 +206,10 @@ def record_tick(recorder: Recorder, t: float, sim: Simulation, ctrl: WholeBodyCo
     """One tick of the run report: time series (decimated by the recorder), bag and video."""
     zmp = sim.measured_zmp()
     loaded = sim.foot_contacts()
-    corners, soles, support = {}, {}, []
+    corners, soles = {}, {}
     for side in ctrl.robot.feet:
         corners[f"{side}_sole_corners"] = sim.sole_corners(side)
         soles[f"{side}_sole"] = sim.data.site_xpos[sim.sole_sites[side]]
-        if loaded[side]:
-            support.append(corners[f"{side}_sole_corners"])
     recorder.add(
         t=t,
         com=ctrl.state.com,
@@ -226,5 +223,5 @@ def record_tick(recorder: Recorder, t: float, sim: Simulation, ctrl: WholeBodyCo
         **soles,
         **corners,
     )
-    polygon = geometry.convex_hull(np.vstack(support)) if support else None
-    recorder.log_tick(t, sim, ctrl, result, polygon)
+    polygon = sim.support_polygon()
+    recorder.log_tick(t, sim, ctrl, result, polygon if len(polygon) else None)

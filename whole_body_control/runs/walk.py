@@ -66,13 +66,6 @@ LIFTED_HOLD = 1.5  # [s] a lifted run lasts this long after the lift was detecte
 # -- set-up -------------------------------------------------------------------------------
 
 
-def sim_support_polygon(sim: Simulation, min_force: float = 1e-6) -> np.ndarray:
-    """Convex hull (k x 2, world) of the soles that carry load in the simulation."""
-    loaded = sim.foot_contacts(min_force)
-    pts = [sim.sole_corners(side) for side in SIDES if loaded[side]]
-    return geometry.convex_hull(np.vstack(pts)) if pts else np.zeros((0, 2))
-
-
 def capture_polygon(polygon: np.ndarray, ref: WalkerReference, robot: RobotModel) -> np.ndarray:
     """Where the capture point may be while walking: the loaded soles (simulation) and, while
     a foot swings, the sole at its planned touchdown (the walker will step there)."""
@@ -245,7 +238,7 @@ def run_walk(
             schedule = walker.schedule
             # (no steps: the walker stands, and may step to recover from a push)
             end = schedule.end_time if math.isfinite(schedule.end_time) else 0.0
-            max_ticks = int(math.ceil((max(end, push_at if push_dv is not None else 0.0) + settle_time + 10.0) / dt))
+            max_ticks = int(math.ceil((max(end, push_end) + settle_time + 10.0) / dt))
         # the controller's contacts release a foot `lead` before the walker lifts it (once lifted,
         # the stage holds the posture and takes no reference)
         reference = released_ahead(wref, walker, t, lead)
@@ -268,7 +261,7 @@ def run_walk(
             heading = reference_heading(wref)
             d = st.com[:2] - wref.com_pos[:2]
             lateral_max = max(lateral_max, float(abs(-math.sin(heading) * d[0] + math.cos(heading) * d[1])))
-        polygon = sim_support_polygon(sim)
+        polygon = sim.support_polygon()
         zmp = sim.measured_zmp()
         if zmp is not None and len(polygon) >= 3:
             zmp_out_max = max(zmp_out_max, geometry.signed_distance(polygon, zmp))

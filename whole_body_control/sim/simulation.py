@@ -58,6 +58,7 @@ if not os.environ.get("DISPLAY") and not os.environ.get("MUJOCO_GL"):
 import mujoco  # noqa: E402  (after choosing the GL backend)
 
 from whole_body_control.errors import ModelError, StateError  # noqa: E402
+from whole_body_control.geometry import convex_hull  # noqa: E402
 from whole_body_control.robot import RobotModel, resolve_package_uri  # noqa: E402
 
 ROOT_JOINT = "floating_base"
@@ -721,6 +722,13 @@ class Simulation:
         site = self.sole_sites[side]
         rot = self.data.site_xmat[site].reshape(3, 3)
         return self._sole_corners[side].dot(rot[:2].T) + self.data.site_xpos[site][:2]
+
+    def support_polygon(self, min_force: float = 1e-6) -> np.ndarray:
+        """Convex hull (k x 2, world x-y) of the soles that push on the floor (normal force >
+        ``min_force`` [N]); (0, 2) when none does."""
+        loaded = self.foot_contacts(min_force)
+        pts = [self.sole_corners(side) for side in SIDES if loaded[side]]
+        return convex_hull(np.vstack(pts)) if pts else np.zeros((0, 2))
 
     def sole_placement(self, side: str) -> pin.SE3:
         """World placement of the sole site (for comparisons with Pinocchio)."""
