@@ -30,15 +30,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 MODES = {"in_process": [], "through_ros": ["--through", "ros"]}
-# relative shares of the time left (the work measured: Talos's suites about 1.3 x G1's,
-# through the graph about 2 x in-process, which tells more about the physics)
+# relative shares of the time left.  The in-process suites guard the physics and come first:
+# on the slow machine of 2026-12-05 (tests 27 min) Talos's took 1158 s and G1's did not end
+# in its share (827 s of 3:2:2:1.5, 5 scenarios left out); through the graph a scenario
+# takes about twice its in-process time and pytest runs a subset of them (test_scenarios_ros)
 SHARES = {
     ("in_process", "talos"): 3.0,
-    ("in_process", "g1"): 2.0,
-    ("through_ros", "talos"): 2.0,
-    ("through_ros", "g1"): 1.5,
+    ("in_process", "g1"): 2.5,
+    ("through_ros", "talos"): 1.0,
+    ("through_ros", "g1"): 0.8,
 }
-MARGIN_S = 240.0  # [s] kept before CI's limit: the last report, a suite's overrun of its share
+MARGIN_S = 360.0  # [s] kept before CI's limit: the last report, a suite's overrun of its share
 
 
 def deadline() -> float | None:

@@ -69,9 +69,9 @@ def test_cli_json_last_line():
 
 
 def test_a_time_budget_skips_what_would_overrun_it_and_names_it():
-    """``--budget``: a scenario starts only if its cost at the pace measured so far fits; the
-    first one sets the pace (10 s of wall per unit of cost here), a cheaper later one still
-    runs, and the ones left out are rows with ``ran: false``, neither passed nor failed."""
+    """``--budget``: a scenario starts only if its cost at the pace measured so far fits (10 s
+    of wall per unit of cost here, 1 s before any finished); the ones left out are rows with
+    ``ran: false``, neither passed nor failed."""
     costs = {"a": 10.0, "b": 10.0, "c": 1.0, "d": 3.0, "instant": 0.0}
     chosen = [scenarios.Scenario(n, run=None, cost=c) for n, c in costs.items()]
     ran = []
@@ -80,9 +80,11 @@ def test_a_time_budget_skips_what_would_overrun_it_and_names_it():
         ran.append(name)
         return {"name": name, "passed": name != "c", "figure": "", "wall_s": 10.0 * costs[name]}
 
-    # real elapsed time is milliseconds: the reported wall times (10 s per unit) decide alone
+    # real elapsed time is milliseconds: the reported wall times (10 s per unit) decide alone;
+    # one process with a budget: the cheapest first
     results = scenarios.run_scheduled(chosen, run_one, budget=50.0)
-    assert ran == ["a", "c", "d", "instant"]  # b: 10 x 10 s > 50 s; c: 10 s, d: 30 s fit
+    assert ran == ["instant", "c", "d"]  # then a and b: 10 x 10 s > 50 - 40 s
+    assert results["a"]["ran"] is False
     assert results["b"]["ran"] is False and results["b"]["passed"] is None
     assert "time budget (50 s)" in results["b"]["figure"]
     # without a budget everything runs, in the suite's order
