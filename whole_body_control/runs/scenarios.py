@@ -1694,7 +1694,7 @@ def run_suite(
         options = ros_options or RosOptions()
         results = run_scheduled(
             chosen,
-            functools.partial(_through_ros_by_name, robot_name, options),
+            functools.partial(run_through_ros, robot_name, options=options),
             budget=budget,
             on_result=on_result,
             cost=lambda sc: sc.cost if sc.name in ROS_RUNS else 0.0,
@@ -1703,7 +1703,7 @@ def run_suite(
     else:
         results = run_scheduled(
             chosen,
-            functools.partial(_scenario_by_name, robot_name, out, video, configs),
+            functools.partial(run_scenario, robot_name, out=out, video=video, configs=configs),
             jobs,
             budget,
             on_result,
@@ -1735,14 +1735,6 @@ def run_suite(
         Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "scenarios.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return summary
-
-
-def _scenario_by_name(robot_name: str, out, video: bool, configs, name: str) -> dict:
-    return run_scenario(robot_name, name, out, video, configs)
-
-
-def _through_ros_by_name(robot_name: str, options: RosOptions, name: str) -> dict:
-    return run_through_ros(robot_name, name, options)
 
 
 def format_row(r: dict) -> str:
