@@ -219,6 +219,11 @@ def test_foot_wrenches_satisfy_newton(sim):
     for side, wrench in sim.foot_wrenches().items():
         np.testing.assert_allclose(sim.data.sensor(f"{side}_force").data, -wrench[:3], atol=1e-12)
         np.testing.assert_allclose(from_contacts[side], wrench, atol=1e-6 * mass)
+    # the loads and the ZMP (read from the sensors) are those of the contact forces
+    c = sim._ground_contact_forces()
+    assert sim.foot_contacts() == {side: c.load[side] > 1e-6 for side in ("left", "right")}
+    zmp = np.array([-c.total_torque[1], c.total_torque[0]]) / c.total_force[2]
+    np.testing.assert_allclose(sim.measured_zmp(), zmp, atol=1e-9)
 
 
 def test_sole_corners_are_the_sole_rectangle_at_the_sole_site(sim):

@@ -482,6 +482,7 @@ class Simulation:
         self.imu_site = self.model.site(IMU_SITE).id
         self._steps = 0  # steps and resets so far: the key of the contact cache
         self._contact_cache: _GroundContacts | None = None
+        self._loads_cache: tuple | None = None  # (key, loads, total) of _sole_loads
         self._pushes: list[_Push] = []
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self.reset(q0)
@@ -610,10 +611,11 @@ class Simulation:
         )
 
     def _ground_contact_forces(self) -> _GroundContacts:
-        """The contacts between the ground (floor or platforms) and the robot, reduced to
-        what the measurements need, in one pass over the contacts: computed once per
-        simulation step (the measurements are called several times a tick).  Plain Python
-        floats: with a few contacts, each numpy call would cost more than its arithmetic."""
+        """The contacts between the ground (floor or platforms) and the robot, reduced, in
+        one pass over the contacts (once per simulation step): what the sole sensors
+        measure, from the contact forces themselves (the tests compare the two), and the
+        body touching the ground.  Plain Python floats: with a few contacts, each numpy
+        call would cost more than its arithmetic."""
         d = self.data
         n = int(d.ncon)
         key = self._contact_key()
@@ -675,23 +677,54 @@ class Simulation:
         torque about the sole origin [N, N m]. The sole force/torque sensors
         (``<side>_force``, ``<side>_torque``) measure the same wrench with the
         opposite sign (force of the foot on the sole body): they are read here, MuJoCo
-        computes them in the step (the contacts themselves are summed only for the
-        measurements that need more, see ``_ground_contact_forces``)."""
+        computes them in the step (``_ground_contact_forces`` sums the contacts, for the
+        tests that compare the two)."""
         data = self.data.sensordata
         return {side: -data[index] for side, index in self._ft_index.items()}
 
+    def _sole_loads(self) -> tuple[dict[str, float], tuple[float, ...]]:
+        """From the sole force/torque sensors (computed by MuJoCo in the step): each foot's
+        vertical load [N] and the feet's total ``(fx, fy, fz, tx, ty, tz)`` [N, N m] in the
+        world, torque about the world origin.  Once per step (asked several times a tick);
+        plain Python floats: a few products cost less than numpy calls.  The sole bodies are
+        massless and carry only the foot boxes: their sensors measure the boxes' contacts,
+        the same wrench as the contact forces summed (``_ground_contact_forces``, tested)."""
+        key = self._contact_key()
+        cached = self._loads_cache
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        data = self.data.sensordata
+        d = self.data
+        loads = {}
+        total = [0.0] * 6
+        for side, index in self._ft_index.items():
+            fx, fy, fz, mx, my, mz = (-data[index]).tolist()  # on the foot, sole frame
+            site = self.sole_sites[side]
+            (r0, r1, r2, r3, r4, r5, r6, r7, r8) = d.site_xmat[site].tolist()
+            px, py, pz = d.site_xpos[site].tolist()
+            wx, wy, wz = r0 * fx + r1 * fy + r2 * fz, r3 * fx + r4 * fy + r5 * fz, r6 * fx + r7 * fy + r8 * fz
+            loads[side] = wz
+            total[0] += wx
+            total[1] += wy
+            total[2] += wz
+            total[3] += r0 * mx + r1 * my + r2 * mz + py * wz - pz * wy
+            total[4] += r3 * mx + r4 * my + r5 * mz + pz * wx - px * wz
+            total[5] += r6 * mx + r7 * my + r8 * mz + px * wy - py * wx
+        self._loads_cache = (key, loads, tuple(total))
+        return loads, tuple(total)
+
     def foot_contacts(self, min_force: float = 1e-6) -> dict[str, bool]:
         """Whether each foot box pushes on the floor (normal force > ``min_force`` [N])."""
-        load = self._ground_contact_forces().load
+        load = self._sole_loads()[0]
         return {side: load[side] > min_force for side in SIDES}
 
     def measured_zmp(self, min_force: float = 1e-6) -> np.ndarray | None:
-        """Ground ZMP ``(x, y)`` [m] in the world from the foot contact forces;
+        """Ground ZMP ``(x, y)`` [m] in the world from the foot wrenches;
         ``None`` when the feet carry no vertical load (< ``min_force`` [N])."""
-        c = self._ground_contact_forces()
-        if c.total_force[2] <= min_force:
+        _, (_, _, fz, tx, ty, _) = self._sole_loads()
+        if fz <= min_force:
             return None
-        return np.array([-c.total_torque[1], c.total_torque[0]]) / c.total_force[2]
+        return np.array([-ty / fz, tx / fz])
 
     def non_foot_ground_contact(self) -> str | None:
         """Name of a body other than the feet touching the ground (floor or platform), or ``None``.
