@@ -460,11 +460,6 @@ class Simulation:
             [self.floor_geom, *(self.model.geom(f"{PLATFORM}_{i}").id for i in range(len(config.platforms)))]
         )
         self.foot_geoms = {side: self.model.geom(f"{side}_foot_box").id for side in SIDES}
-        # per geom id: a ground geom / a foot box (the fall check reads them every step)
-        self._is_ground = np.zeros(self.model.ngeom, dtype=bool)
-        self._is_ground[list(self.ground_geoms)] = True
-        self._is_foot = np.zeros(self.model.ngeom, dtype=bool)
-        self._is_foot[list(self.foot_geoms.values())] = True
         self._foot_row = {geom: row for row, geom in enumerate(self.foot_geoms[side] for side in SIDES)}
         self._f6 = np.zeros(6)  # mj_contactForce's output
         self._sole_corners = {side: robot.feet[side].sole.corners() for side in SIDES}  # (4, 3) sole frame
@@ -729,20 +724,23 @@ class Simulation:
     def non_foot_ground_contact(self) -> str | None:
         """Name of a body other than the feet touching the ground (floor or platform), or ``None``.
 
-        From the contacts' geoms alone (no force computed: the bridge asks every step), or from
-        the step's reduced contacts when a measurement has already computed them."""
-        cache = self._contact_cache
-        if cache is not None and cache.key == self._contact_key():
-            return cache.non_foot_body
+        From the contacts' geoms alone (no force computed: the bridge and the runs ask every
+        step), in plain Python: a few contacts cost less than the numpy calls would."""
         d = self.data
         n = d.ncon
         if n == 0:
             return None
-        geoms = d.contact.geom[:n]
-        ground = self._is_ground[geoms]  # table look-ups: np.isin costs about 30 us a call
-        other = np.where(ground[:, 0], geoms[:, 1], geoms[:, 0])[ground[:, 0] | ground[:, 1]]
-        body = other[~self._is_foot[other]]
-        return self.model.body(self.model.geom_bodyid[body[0]]).name if body.size else None
+        ground, foot_row = self.ground_geoms, self._foot_row
+        for g1, g2 in d.contact.geom[:n].tolist():
+            if g1 in ground:
+                other = g2
+            elif g2 in ground:
+                other = g1
+            else:
+                continue
+            if other not in foot_row:
+                return self.model.body(self.model.geom_bodyid[other]).name
+        return None
 
     def base_height(self) -> float:
         """Height of the base frame above the ground under it (floor or platform) [m]."""
