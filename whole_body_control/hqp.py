@@ -449,12 +449,12 @@ class HierarchicalQP:
         if m < n:
             qr, tau, _, _ = lapack.dgeqrf(E.T)
             R = qr[:m]
-            diag = np.abs(R.diagonal())
-            if diag.min() > 1e-9 * diag.max():
+            diag = np.abs(R.diagonal()).tolist()  # (Python min/max: cheaper at this size)
+            if min(diag) > 1e-9 * max(diag):
                 # Full row rank: consistent whatever e is.
                 full = np.zeros((n, n), order="F")
                 full[:, :m] = qr
-                Q, _, _ = lapack.dorgqr(full, tau, lwork=max(1, 2 * n * n))
+                Q, _, _ = lapack.dorgqr(full, tau, lwork=max(1, 2 * n * n), overwrite_a=1)
                 y, _ = lapack.dtrtrs(R, e, trans=1)  # R^T y = e (R upper triangular)
                 return Q[:, :m].dot(y), Q[:, m:]
         # Rank deficient (or as many rows as unknowns): the SVD decides what is free.
@@ -485,7 +485,8 @@ class HierarchicalQP:
         n = E.shape[1]
         x, Z = self._hard(E, e, n)
         # Row equilibration of the inequalities replaces proxsuite's (costly) preconditioner.
-        scale = 1.0 / np.maximum(np.linalg.norm(C, axis=1), 1e-12)
+        # (np.linalg.norm(C, axis=1) spelled out: the same sums, without its Python overhead)
+        scale = 1.0 / np.maximum(np.sqrt(np.add.reduce(C * C, axis=1)), 1e-12)
         C = C * scale[:, None]
         lower = lower * scale
         upper = upper * scale
@@ -507,7 +508,7 @@ class HierarchicalQP:
             if len(objectives) == 1:
                 A, b = objectives[0].A, objectives[0].b
             else:
-                A = np.vstack([o.A for o in objectives])
+                A = np.concatenate([o.A for o in objectives])
                 b = np.concatenate([o.b for o in objectives])
             sw = self._row_weights(objectives)
             stacked.append((A, b))
@@ -563,7 +564,10 @@ class HierarchicalQP:
             else:  # per task: one pass over the level's rows
                 sizes = [o.b.shape[0] for o in objectives]
                 if min(sizes) > 0:
-                    sums = np.add.reduceat(res * res, np.cumsum([0] + sizes[:-1])).tolist()
+                    starts = [0]
+                    for size in sizes[:-1]:  # (np.cumsum of a list costs more than the loop)
+                        starts.append(starts[-1] + size)
+                    sums = np.add.reduceat(res * res, starts).tolist()
                 else:  # (reduceat reads an empty segment as one element)
                     ends = np.cumsum(sizes)
                     sums = [float(res[e - k : e].dot(res[e - k : e])) for e, k in zip(ends, sizes)]
