@@ -159,11 +159,18 @@ class Contact6D:
             rhs -= self.config.kd * J.dot(state.v)
         return J, rhs
 
-    def force_bounds(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(F, lower, upper)`` for ``lower <= F f <= upper``."""
+    def force_bounds(
+        self, t: float, lower: np.ndarray | None = None, upper: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(F, lower, upper)`` for ``lower <= F f <= upper``; the bounds are written
+        into ``lower`` and ``upper`` (``N_ROWS`` each) when given, else into new arrays."""
         fz_min, fz_max = self.normal_bounds(t)
-        lower = np.full(self.N_ROWS, -np.inf)
-        upper = np.zeros(self.N_ROWS)
+        if lower is None:
+            lower = np.empty(self.N_ROWS)
+        if upper is None:
+            upper = np.empty(self.N_ROWS)
+        lower.fill(-np.inf)
+        upper.fill(0.0)
         lower[-1], upper[-1] = fz_min, fz_max
         return self.F, lower, upper
 

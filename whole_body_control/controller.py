@@ -255,6 +255,7 @@ class WholeBodyController:
         self._eye_na = np.eye(self.na)
         self._buffers: dict[str, np.ndarray] = {}
         self._C: dict[tuple[bool, bool], np.ndarray] = {}  # inequality matrix per contact set
+        self._C_forces: dict[tuple[bool, bool], dict[int, np.ndarray]] = {}  # see _build
         self._force_rows: dict[tuple[bool, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._built: tuple | None = None  # the last tick's problem (buffers reused: see last_problem)
         T = self.config.solver.joint_limit_horizon
@@ -273,6 +274,7 @@ class WholeBodyController:
         self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization, backend=solver.backend)
         self._build_tasks()
         self._tau_bound = robot.tau_max - 1e-4  # strictly inside, so clamping never alters a solution
+        self._neg_tau_bound = -self._tau_bound
         self._last_tau: np.ndarray | None = None
         self._reuse_count = 0
         self._latched: str | None = None
@@ -756,16 +758,16 @@ class WholeBodyController:
         E.fill(0.0)
         E[:6, :nv] = st.M[:6]
         e[:6] = -st.h[:6]
+        # (out= writes straight into the blocks: no temporaries, same values)
         for k, (c, J) in enumerate(zip(contacts, Js)):
             cols = slice(nv + 6 * k, nv + 6 * k + 6)
-            E[:6, cols] = J[:, :6].T * -fs
+            np.multiply(J[:, :6].T, -fs, out=E[:6, cols])
             rows = slice(6 + 6 * k, 12 + 6 * k)
             if c.active:
                 E[rows, :nv] = J
-                rhs = -st.drift(c.frame_id, _LOCAL)
+                rhs = np.negative(st.drift(c.frame_id, _LOCAL), out=e[rows])
                 if c.config.kd > 0:
                     rhs -= c.config.kd * J.dot(st.v)
-                e[rows] = rhs
             else:
                 E[rows, cols] = self._eye6 * fs
                 e[rows] = 0.0
@@ -783,16 +785,19 @@ class WholeBodyController:
         upper = np.empty(m)
         C[:na, :nv] = st.M[6:]
         for k, J in enumerate(Js):
-            C[:na, nv + 6 * k : nv + 6 * k + 6] = J[:, 6:].T * -fs
-        lower[:na] = -self._tau_bound - st.h[6:]
-        upper[:na] = self._tau_bound - st.h[6:]
+            np.multiply(J[:, 6:].T, -fs, out=C[:na, nv + 6 * k : nv + 6 * k + 6])
+        np.subtract(self._neg_tau_bound, st.h[6:], out=lower[:na])
+        np.subtract(self._tau_bound, st.h[6:], out=upper[:na])
         r = na
+        written = self._C_forces.setdefault(key, {})  # contact -> the F its rows of C hold
         for k, c in enumerate(contacts):
             if not c.active:
                 continue
-            F, lo, up = c.force_bounds(self.time)
-            C[r : r + Contact6D.N_ROWS, nv + 6 * k : nv + 6 * k + 6] = F * fs
-            lower[r : r + Contact6D.N_ROWS], upper[r : r + Contact6D.N_ROWS] = lo, up
+            rows = slice(r, r + Contact6D.N_ROWS)
+            F = c.force_bounds(self.time, lower[rows], upper[rows])[0]
+            if written.get(k) is not F:  # F changes only with mu (set_mu makes a new one)
+                np.multiply(F, fs, out=C[rows, nv + 6 * k : nv + 6 * k + 6])
+                written[k] = F
             r += Contact6D.N_ROWS
         lower[r:], upper[r:] = self._acceleration_bounds()
         # Task levels.
@@ -913,12 +918,16 @@ class WholeBodyController:
         if not np.isfinite(tau).all():  # NaN anywhere in x reaches tau through M or J^T
             return None
         full[6:] = 0.0
-        if float(np.linalg.norm(full)) > self.config.safety.dynamics_tolerance * max(1.0, self.robot.mass):
+        dyn = math.sqrt(full.dot(full))  # (np.linalg.norm's own formula, without its overhead)
+        if dyn > self.config.safety.dynamics_tolerance * max(1.0, self.robot.mass):
             return None  # numerically broken solution
         # An approximate level may overshoot a limit by its tolerance: the clip is reported
         # through the dynamics residual (zero whenever no clipping happened).
-        clipped = np.clip(tau, -self.robot.tau_max, self.robot.tau_max)
-        overshoot = float(np.max(np.abs(tau - clipped))) if (np.abs(tau) > self.robot.tau_max).any() else 0.0
+        tau_max = self.robot.tau_max
+        overshoot = 0.0
+        if (np.abs(tau) > tau_max).any():
+            clipped = np.clip(tau, -tau_max, tau_max)
+            overshoot = float(np.max(np.abs(tau - clipped)))
         if overshoot > 1e-2:  # [N m] more than a solver tolerance: the limits were not met
             return None
         if overshoot > 0.0:
@@ -931,7 +940,7 @@ class WholeBodyController:
             a = np.linalg.solve(st.M, rhs)
             full = st.M @ a + st.h - Js[0].T @ fs[0] - Js[1].T @ fs[1]
             full[6:] -= tau
-        dyn = float(np.linalg.norm(full))
+            dyn = math.sqrt(full.dot(full))
         wrenches = {s: f.copy() for s, f in zip(SIDES, fs)}
         self._last_wrenches = wrenches
         self._last_tau = tau
