@@ -274,7 +274,6 @@ class WholeBodyController:
         self.hqp = HierarchicalQP(solver.eps_abs, solver.max_iter, solver.regularization, backend=solver.backend)
         self._build_tasks()
         self._tau_bound = robot.tau_max - 1e-4  # strictly inside, so clamping never alters a solution
-        self._neg_tau_bound = -self._tau_bound
         self._last_tau: np.ndarray | None = None
         self._reuse_count = 0
         self._latched: str | None = None
@@ -786,7 +785,7 @@ class WholeBodyController:
         C[:na, :nv] = st.M[6:]
         for k, J in enumerate(Js):
             np.multiply(J[:, 6:].T, -fs, out=C[:na, nv + 6 * k : nv + 6 * k + 6])
-        np.subtract(self._neg_tau_bound, st.h[6:], out=lower[:na])
+        np.negative(np.add(self._tau_bound, st.h[6:], out=lower[:na]), out=lower[:na])  # -bound - h, exactly
         np.subtract(self._tau_bound, st.h[6:], out=upper[:na])
         r = na
         written = self._C_forces.setdefault(key, {})  # contact -> the F its rows of C hold
