@@ -211,7 +211,7 @@ class HierarchicalQP:
         self.regularization = regularization
         self._qps: dict[tuple[int, int, int], proxsuite.proxqp.dense.QP] = {}
         self._previous: list[np.ndarray] | None = None
-        self._weights: dict[tuple, np.ndarray] = {}
+        self._weights: dict[tuple, np.ndarray | None] = {}
         self._active: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # level -> last active rows, upper side
         self.record = 0  # keep this many of the slowest problems solved (see record_hardest)
         self._hardest: list[tuple[float, int, HqpProblem]] = []  # min-heap on solve time
@@ -406,17 +406,20 @@ class HierarchicalQP:
         p = problem
         return self.solve(p.E, p.e, p.C, p.lower, p.upper, [list(o) for o in p.levels], skip_levels_from)
 
-    def _row_weights(self, objectives: list[Objective]) -> np.ndarray:
-        """Square roots of the task weights, one per row (cached: rows and weights
-        change only when tasks are switched, reweighted or moved)."""
-        key = tuple((o.b.shape[0], o.weight) for o in objectives)
-        sw = self._weights.get(key)
-        if sw is None:
-            if len(self._weights) > 64:
-                self._weights.clear()
+    def _row_weights(self, objectives: list[Objective]) -> np.ndarray | None:
+        """Square roots of the task weights, one per row, or None when every weight
+        is 1 (scaling by 1 changes nothing and is skipped).  Cached: rows and weights
+        change only when tasks are switched, reweighted or moved."""
+        key = tuple([(o.b.shape[0], o.weight) for o in objectives])
+        if key in self._weights:
+            return self._weights[key]
+        if len(self._weights) > 64:
+            self._weights.clear()
+        sw = None
+        if any(o.weight != 1.0 for o in objectives):
             sw = np.concatenate([np.full(o.b.shape[0], o.weight**0.5) for o in objectives])
             sw.flags.writeable = False
-            self._weights[key] = sw
+        self._weights[key] = sw
         return sw
 
     def _clearly_infeasible(self, H, g, CZ, lz, uz) -> bool:
@@ -519,13 +522,15 @@ class HierarchicalQP:
                 continue
             last = k + 1 == n_levels
             AZ = A.dot(Z)
-            AZ *= sw[:, None]
-            r = (b - A.dot(x)) * sw
+            r = b - A.dot(x)
+            if sw is not None:
+                AZ *= sw[:, None]
+                r *= sw
             N = None
             if last:
                 # Damped least squares through the d x d normal equations.
                 G = AZ.T.dot(AZ)
-                G.flat[:: d + 1] += self.regularization * (1.0 + np.trace(G) / d)
+                G.ravel()[:: d + 1] += self.regularization * (1.0 + G.trace() / d)  # (ravel: a view)
                 z = _spd_solve(G, AZ.T.dot(r))
             else:
                 # One SVD gives the damped least-squares step and null(AZ), the freedom
@@ -601,6 +606,8 @@ def _svd(M: np.ndarray, full: bool = True):
 
 def _rank(s: np.ndarray) -> int:
     """Numerical rank from singular values (descending)."""
-    if not s.size or s[0] <= 1e-300:
+    values = s.tolist()  # (plain Python: cheaper than numpy for a few values)
+    if not values or values[0] <= 1e-300:
         return 0
-    return int(np.count_nonzero(s > 1e-9 * s[0]))
+    threshold = 1e-9 * values[0]
+    return sum(v > threshold for v in values)
