@@ -798,7 +798,7 @@ class WholeBodyController:
                 np.multiply(F, fs, out=C[rows, nv + 6 * k : nv + 6 * k + 6])
                 written[k] = F
             r += Contact6D.N_ROWS
-        lower[r:], upper[r:] = self._acceleration_bounds()
+        self._acceleration_bounds(lower[r:], upper[r:])
         # Task levels.
         # Standing, the hip strategy may act (_guard_com) and the attitude tasks' angular
         # acceleration is bounded (the hip strategy's return; already during a push: Talos's
@@ -890,16 +890,22 @@ class WholeBodyController:
             cached = self._force_rows[key] = (A, b)
         return Objective(task.name, cached[0], cached[1], task.weight)
 
-    def _acceleration_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Joint accelerations that stop at the position limits within the horizon.
+    def _acceleration_bounds(
+        self, lo: np.ndarray | None = None, hi: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Joint accelerations that stop at the position limits within the horizon,
+        written into ``lo`` and ``hi`` (na each) when given, else into new arrays.
 
         Outside a limit already, the box still contains 0 (motion back inside allowed),
         so it is never infeasible.
         """
         q, v = self.state.q[7:], self.state.v[6:]
-        drift = q + v * self._limit_horizon
-        lo = self._limit_gain * (self._q_lower - drift)
-        hi = self._limit_gain * (self._q_upper - drift)
+        drift = v * self._limit_horizon
+        drift += q
+        lo = np.subtract(self._q_lower, drift, out=lo)
+        hi = np.subtract(self._q_upper, drift, out=hi)
+        lo *= self._limit_gain
+        hi *= self._limit_gain
         np.minimum(lo, 0.0, out=lo)
         np.maximum(hi, 0.0, out=hi)
         return lo, hi
