@@ -756,11 +756,13 @@ class WholeBodyController:
         E, e = self._E, self._e
         E.fill(0.0)
         E[:6, :nv] = st.M[:6]
-        e[:6] = -st.h[:6]
-        # (out= writes straight into the blocks: no temporaries, same values)
+        np.negative(st.h[:6], out=e[:6])
+        # -J^T (m g) of each foot: its base rows go to E, its joint rows to the torque rows
+        # of C (one contiguous product: cheaper than two strided ones)
+        JTs = [J.T * -fs for J in Js]
         for k, (c, J) in enumerate(zip(contacts, Js)):
             cols = slice(nv + 6 * k, nv + 6 * k + 6)
-            np.multiply(J[:, :6].T, -fs, out=E[:6, cols])
+            E[:6, cols] = JTs[k][:6]
             rows = slice(6 + 6 * k, 12 + 6 * k)
             if c.active:
                 E[rows, :nv] = J
@@ -783,8 +785,8 @@ class WholeBodyController:
         lower = np.empty(m)
         upper = np.empty(m)
         C[:na, :nv] = st.M[6:]
-        for k, J in enumerate(Js):
-            np.multiply(J[:, 6:].T, -fs, out=C[:na, nv + 6 * k : nv + 6 * k + 6])
+        for k, JT in enumerate(JTs):
+            C[:na, nv + 6 * k : nv + 6 * k + 6] = JT[6:]
         np.negative(np.add(self._tau_bound, st.h[6:], out=lower[:na]), out=lower[:na])  # -bound - h, exactly
         np.subtract(self._tau_bound, st.h[6:], out=upper[:na])
         r = na
