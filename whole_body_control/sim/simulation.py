@@ -415,7 +415,6 @@ def _index_map(model: mujoco.MjModel, robot: RobotModel) -> IndexMap:
 class _GroundContacts:
     """The ground contacts of one simulation step, reduced (see ``Simulation._ground_contact_forces``)."""
 
-    key: tuple  # (steps, time, ncon) it was computed at
     wrenches: dict[str, np.ndarray]  # per foot: force, torque about the sole origin, sole frame [N, N m]
     load: dict[str, float]  # per foot: vertical force [N]
     total_force: np.ndarray  # on the feet, world [N]
@@ -475,8 +474,7 @@ class Simulation:
             for side in SIDES
         }
         self.imu_site = self.model.site(IMU_SITE).id
-        self._steps = 0  # steps and resets so far: the key of the contact cache
-        self._contact_cache: _GroundContacts | None = None
+        self._steps = 0  # steps and resets so far: the key of the loads cache
         self._loads_cache: tuple | None = None  # (key, loads, total) of _sole_loads
         self._pushes: list[_Push] = []
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
@@ -607,29 +605,17 @@ class Simulation:
 
     def _ground_contact_forces(self) -> _GroundContacts:
         """The contacts between the ground (floor or platforms) and the robot, reduced, in
-        one pass over the contacts (once per simulation step): what the sole sensors
+        one pass over the contacts: what the sole sensors
         measure, from the contact forces themselves (the tests compare the two), and the
         body touching the ground.  Plain Python floats: with a few contacts, each numpy
         call would cost more than its arithmetic."""
         d = self.data
         n = int(d.ncon)
-        key = self._contact_key()
-        cache = self._contact_cache
-        if cache is not None and cache.key == key:
-            return cache
-        contact = d.contact
-        geoms, frames, points = contact.geom[:n].tolist(), contact.frame[:n].tolist(), contact.pos[:n].tolist()
-        ground, foot_row, f6 = self.ground_geoms, self._foot_row, self._f6
+        frames, points = d.contact.frame[:n].tolist(), d.contact.pos[:n].tolist()
+        foot_row, f6 = self._foot_row, self._f6
         sums = [[0.0] * 6 for _ in SIDES]  # per foot, on the robot, world: force, torque about the origin
         non_foot = None
-        for i, (g1, g2) in enumerate(geoms):
-            # MuJoCo's contact force acts from geom1 on geom2: +1 when the robot is geom2
-            if g1 in ground:
-                geom, sign = g2, 1.0
-            elif g2 in ground:
-                geom, sign = g1, -1.0
-            else:
-                continue
+        for i, geom, sign in self._ground_pairs():
             row = foot_row.get(geom)
             if row is None:
                 non_foot = geom if non_foot is None else non_foot
@@ -659,8 +645,18 @@ class Simulation:
             load[side] = fz
         total = np.array(sums[0]) + np.array(sums[1])
         body = self.model.body(self.model.geom_bodyid[non_foot]).name if non_foot is not None else None
-        self._contact_cache = _GroundContacts(key, wrenches, load, total[:3], total[3:], body)
-        return self._contact_cache
+        return _GroundContacts(wrenches, load, total[:3], total[3:], body)
+
+    def _ground_pairs(self):
+        """``(contact index, robot geom, sign)`` of each contact with the ground (floor or
+        platform); MuJoCo's contact force acts from geom1 on geom2: ``sign`` +1 when the
+        robot's geom is geom2."""
+        ground = self.ground_geoms
+        for i, (g1, g2) in enumerate(self.data.contact.geom[: self.data.ncon].tolist()):
+            if g1 in ground:
+                yield i, g2, 1.0
+            elif g2 in ground:
+                yield i, g1, -1.0
 
     def _contact_key(self) -> tuple:
         """What identifies a simulation step's contacts: steps and resets so far, time, count."""
@@ -688,8 +684,8 @@ class Simulation:
         cached = self._loads_cache
         if cached is not None and cached[0] == key:
             return cached[1], cached[2]
-        data = self.data.sensordata
         d = self.data
+        data = d.sensordata
         loads = {}
         total = [0.0] * 6
         for side, index in self._ft_index.items():
@@ -705,8 +701,8 @@ class Simulation:
             total[3] += r0 * mx + r1 * my + r2 * mz + py * wz - pz * wy
             total[4] += r3 * mx + r4 * my + r5 * mz + pz * wx - px * wz
             total[5] += r6 * mx + r7 * my + r8 * mz + px * wy - py * wx
-        self._loads_cache = (key, loads, tuple(total))
-        return loads, tuple(total)
+        self._loads_cache = cached = (key, loads, tuple(total))
+        return cached[1], cached[2]
 
     def foot_contacts(self, min_force: float = 1e-6) -> dict[str, bool]:
         """Whether each foot box pushes on the floor (normal force > ``min_force`` [N])."""
@@ -726,20 +722,9 @@ class Simulation:
 
         From the contacts' geoms alone (no force computed: the bridge and the runs ask every
         step), in plain Python: a few contacts cost less than the numpy calls would."""
-        d = self.data
-        n = d.ncon
-        if n == 0:
-            return None
-        ground, foot_row = self.ground_geoms, self._foot_row
-        for g1, g2 in d.contact.geom[:n].tolist():
-            if g1 in ground:
-                other = g2
-            elif g2 in ground:
-                other = g1
-            else:
-                continue
-            if other not in foot_row:
-                return self.model.body(self.model.geom_bodyid[other]).name
+        for _, geom, _ in self._ground_pairs():
+            if geom not in self._foot_row:
+                return self.model.body(self.model.geom_bodyid[geom]).name
         return None
 
     def base_height(self) -> float:
