@@ -289,6 +289,50 @@ def test_two_step_recovery_from_a_push_towards_the_stance_foot():
     assert error_planned_timing > 0.1
 
 
+def test_a_forward_push_lands_beyond_the_nominal_step_cap():
+    """G1's limits, a LIPM whose ZMP is the commanded (clamped) one, walking 0.2 m/s (0.12 m
+    steps under the nominal 0.15 m cap), pushed 0.6 m/s forward 0.1 s after the third lift-off:
+    the landing moves forward past the nominal ``max_step_length``, within the fastest gait's
+    (0.25 m, the leg's reach), and the LIPM is caught.  Held to the nominal cap (no fast gait)
+    the same push is lost (this LIPM, its ZMP on the toes, survives 0.5 m/s that way; the
+    simulated G1, whose ankle cannot hold the ZMP there, fell at 0.25 m/s with its landing held
+    at the cap and survives it with the reach)."""
+    from zmp_walker.config import FastGaitConfig, load_walker_config
+
+    sole = SoleRect(-0.05, 0.12, -0.03, 0.03)
+
+    def run(fast: bool):
+        cfg = load_walker_config(robot="g1")
+        if not fast:
+            cfg = cfg.replace(fast_gait=FastGaitConfig())
+        gen = PatternGenerator(cfg, FootPose([0, 0.12, 0]), FootPose([0, -0.12, 0]), np.array([0, 0, 0.6]), sole, sole)
+        gen.walk_steps(8, 0.2)
+        gen.cycle(0.0)
+        planned = gen.schedule.steps
+        push_t = planned[2].t_start + 0.1
+        c, cd = np.array([0.0, 0.0, 0.6]), np.zeros(3)
+        error = 0.0
+        for i in range(int(8.0 / cfg.dt)):
+            t = i * cfg.dt
+            if abs(t - push_t) < 0.5 * cfg.dt:
+                cd[0] += 0.6
+            ref = gen.cycle(t, MeasuredState(c.copy(), cd.copy()))
+            error = float(np.linalg.norm(c[:2] + cd[:2] / ref.omega - ref.dcm_ref[:2]))
+            c[:2] += cd[:2] * cfg.dt + 0.5 * ref.com_acc[:2] * cfg.dt**2  # com_acc = omega^2 (c - zmp_cmd)
+            cd[:2] += ref.com_acc[:2] * cfg.dt
+        return cfg, planned, gen.schedule, error
+
+    cfg, planned, done, error = run(fast=True)
+    assert error < 0.01
+    stance = done.feet_before[2][done.steps[3].side]
+    length = float(stance.to_local(done.steps[2].position[:2])[0])
+    assert cfg.max_step_length + 0.02 < length <= cfg.fast_gait.max_step_length + 1e-9
+    assert float(planned[2].position[0] - planned[1].position[0]) <= cfg.max_step_length + 1e-9
+
+    *_, error_capped = run(fast=False)
+    assert error_capped > 0.1
+
+
 def _standing_lipm_pushed(robot: str, dv: tuple[float, float], recovery: bool):
     """A LIPM standing on ``robot``'s walker configuration (the ZMP is the generator's clamped
     ``zmp_cmd``), pushed by ``dv`` [m/s] at 1 s; returns the generator and the final DCM's

@@ -77,8 +77,10 @@ class StepAdjustmentConfig:
     In single support, with a measured state, the landing position of the
     swing foot moves by the DCM error the stance foot's ZMP cannot absorb
     before touchdown, ``e^{omega T_r} e - (e^{omega T_r} - 1) u`` [m], when it
-    exceeds ``deadband``; the move stays within the step limits and
-    ``max_adjustment`` of the planned landing position.  With ``timing``, a
+    exceeds ``deadband``; the move stays within the step limits, with the
+    fastest gait's step length (``fast_gait.max_step_length``, the leg's reach)
+    in place of the nominal ``max_step_length``, and within ``max_adjustment``
+    of the planned landing position.  With ``timing``, a
     move out of reach shortens the swing, to no less than
     ``min_swing_duration``, where the unreachable part plus ``timing_cost``
     times the shortening [s] is smallest (see :mod:`zmp_walker.step_adjust`).
