@@ -109,6 +109,18 @@ def test_single_support_thresholds_are_one_scenario_per_direction():
     assert scenarios.thresholds_figure(rows) == {"stance": 0.1}
 
 
+def test_single_support_thresholds_fail_below_the_acceptance():
+    """A robot with an acceptance (issue 13: Talos 0.4, G1 0.3 m/s) fails a direction below it, so
+    that a change that loses a direction fails CI; another robot's rows report."""
+    found = {"survived": 0.45, "fell": 0.5375, "trials": []}
+    assert scenarios.threshold_figures("talos", "forward", found)["passed"]
+    assert not scenarios.threshold_figures("talos", "forward", {**found, "survived": 0.3625})["passed"]
+    assert scenarios.threshold_figures("g1", "backward", {**found, "survived": 0.3})["passed"]
+    assert not scenarios.threshold_figures("g1", "stance", {"survived": None, "fell": 0.1, "trials": []})["passed"]
+    row = scenarios.threshold_figures("romeo", "stance", {"survived": None, "fell": 0.1, "trials": []})
+    assert row["passed"] and row["required_mps"] is None
+
+
 def test_unknown_scenario_names_the_closest():
     with pytest.raises(ConfigError, match="did you mean 'overload'"):
         scenarios.select(["overlaod"])
