@@ -121,6 +121,18 @@ def test_single_support_thresholds_fail_below_the_acceptance():
     assert row["passed"] and row["required_mps"] is None
 
 
+def test_push_bisection_tries_the_required_push_first():
+    """With ``first``, the first split is the required push itself: its verdict is the row's,
+    whatever the grid (0.1 to 0.8 m/s in 3 halvings never tries 0.3)."""
+    for limit, passed in ((0.31, True), (0.29, False)):
+        found = scenarios.push_bisect(lambda dv, limit=limit: dv <= limit, 0.1, 0.8, 3, first=0.3)
+        assert found["trials"][:3] == [(0.1, True), (0.8, False), (0.3, passed)]
+        assert len(found["trials"]) == 6 and found["survived"] <= limit < found["fell"]
+        assert scenarios.threshold_figures("g1", "swing", found)["passed"] == passed
+    plain = scenarios.push_bisect(lambda dv: dv <= 0.31, 0.1, 0.8, 3)
+    assert plain["survived"] == 0.275 and 0.3 not in [dv for dv, _ in plain["trials"]]
+
+
 def test_unknown_scenario_names_the_closest():
     with pytest.raises(ConfigError, match="did you mean 'overload'"):
         scenarios.select(["overlaod"])
