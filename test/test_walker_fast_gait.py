@@ -112,7 +112,7 @@ def test_fast_gait_values_are_validated(tmp_path):
     # error: the fast gait's limit is then the nominal one
     longer = load_walker_config(robot="g1").replace(max_step_length=0.25 + 1e-12)
     assert longer.gait(0.4) is None  # 0.25 m / 0.6 s: nominal up to 0.417 m/s
-    assert longer.gait(0.5)[1] == longer.step_length_limit(0.46) == longer.max_step_length
+    assert longer.gait(0.5)[1] == longer.step_reach == longer.max_step_length
     path = tmp_path / "walker.yaml"
     path.write_text("fast_gait: {step_duration: -0.5, max_step_length: 0.4}\n")
     with pytest.raises(ConfigError) as info:

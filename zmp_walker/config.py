@@ -269,11 +269,12 @@ class WalkerConfig:
         duration = length / min(v, v1)
         return duration, self._fast_length
 
-    def step_length_limit(self, duration: float | None) -> float:
-        """``|dx|`` limit [m] of a step of the given planned ``duration`` (None: nominal gait)."""
-        if duration is None or not self.fast_gait.enabled:
-            return self.max_step_length
-        return self._fast_length
+    @property
+    def step_reach(self) -> float:
+        """The longest step [m] (``|dx|``) the gait plans, the fast gait's when there is one: how
+        far a landing moved by the step adjustment may go (the nominal ``max_step_length`` held
+        G1's landing in place under a forward push and it fell at 0.25 m/s)."""
+        return self._fast_length if self.fast_gait.enabled else self.max_step_length
 
     @property
     def single_support_duration(self) -> float:

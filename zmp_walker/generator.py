@@ -534,7 +534,7 @@ class PatternGenerator:
         stance_side = phase.support[0]
         stance = phase.feet[stance_side]
         planned = self._planned_landing.setdefault(k, step.pose)
-        length_limit = self._landing_reach
+        length_limit = self.config.step_reach
         max_adjustment = cfg.max_adjustment
         if self._recovering:  # steps planned in place: the move itself may be a whole step
             max_adjustment = max(max_adjustment, length_limit)
@@ -581,13 +581,6 @@ class PatternGenerator:
         self._swing = {k: replanned}
         self._planned_landing = {k: planned}
         self._x[1] += w * math.exp(-w * T) * shift
-
-    @property
-    def _landing_reach(self) -> float:
-        """``|dx|`` limit [m] of a moved landing: the fastest gait's step length (the leg's reach),
-        not the nominal gait's cap (G1's 0.15 m held a forward push's landing in place and it fell
-        at 0.25 m/s)."""
-        return self.config.step_length_limit(self.config.fast_gait.step_duration)
 
     @property
     def landing_targets(self) -> dict[int, np.ndarray]:
@@ -717,7 +710,7 @@ class PatternGenerator:
             return
         stance = sched.feet_before[k][other_side(step.side)]
         target = step.position[:2] + move
-        limit = self._landing_reach
+        limit = self.config.step_reach
         pose = clamp_landing(self.footsteps, step.side, stance, step.pose, target, cfg.max_adjustment, limit)
         if pose is None:
             out = move  # no landing at all (collision): the whole move is out of reach
