@@ -14,6 +14,7 @@ from zmp_walker.step_adjust import ReplannedSwing, capture_offset, clamp_landing
 from zmp_walker.swing import SwingTrajectory
 
 SOLE = SoleRect(-0.10, 0.10, -0.065, 0.065)
+G1_SOLE = SoleRect(-0.05, 0.12, -0.03, 0.03)
 
 
 def _generator(enabled: bool, timing: bool = True) -> PatternGenerator:
@@ -181,7 +182,7 @@ def test_lift_off_waits_while_the_next_step_cannot_catch_the_dcm():
     leaves the timing alone."""
     from zmp_walker.config import load_walker_config
 
-    sole = SoleRect(-0.05, 0.12, -0.03, 0.03)
+    sole = G1_SOLE
 
     def run(offset: float):
         cfg = load_walker_config(robot="g1")
@@ -242,6 +243,30 @@ def test_plan_is_anchored_on_a_landing_off_its_footstep(offset, tolerance, ancho
         assert gen.zmp_reference.polygon_of_phase(gen.schedule.phase_index(t)).contains(outer) == anchored
 
 
+def _g1_lipm_pushed_in_single_support(cfg: WalkerConfig, speed: float, dv_of_step):
+    """G1's size (soles 0.24 m apart, CoM 0.6 m), a LIPM whose ZMP is the generator's commanded
+    (clamped) one, 8 steps at ``speed`` [m/s], pushed by ``dv_of_step(step)`` [m/s] (xy) 0.1 s after
+    the third lift-off.  Returns the planned steps, the schedule at the end and the final DCM error."""
+    gen = PatternGenerator(
+        cfg, FootPose([0, 0.12, 0]), FootPose([0, -0.12, 0]), np.array([0, 0, 0.6]), G1_SOLE, G1_SOLE
+    )
+    gen.walk_steps(8, speed)
+    gen.cycle(0.0)
+    planned = gen.schedule.steps
+    push_t, dv = planned[2].t_start + 0.1, dv_of_step(planned[2])
+    c, cd = np.array([0.0, 0.0, 0.6]), np.zeros(3)
+    error = 0.0
+    for i in range(int(8.0 / cfg.dt)):
+        t = i * cfg.dt
+        if abs(t - push_t) < 0.5 * cfg.dt:
+            cd[:2] += dv
+        ref = gen.cycle(t, MeasuredState(c.copy(), cd.copy()))
+        error = float(np.linalg.norm(c[:2] + cd[:2] / ref.omega - ref.dcm_ref[:2]))
+        c[:2] += cd[:2] * cfg.dt + 0.5 * ref.com_acc[:2] * cfg.dt**2  # com_acc = omega^2 (c - zmp_cmd)
+        cd[:2] += ref.com_acc[:2] * cfg.dt
+    return planned, gen.schedule, error
+
+
 def test_two_step_recovery_from_a_push_towards_the_stance_foot():
     """G1's limits, a LIPM whose ZMP is the commanded (clamped) one, pushed 0.25 m/s towards
     the stance foot 0.1 s after the third lift-off: the swing leg cannot cross the stance leg,
@@ -251,27 +276,13 @@ def test_two_step_recovery_from_a_push_towards_the_stance_foot():
     0.1875 m/s, issue 13: what is missing is in the whole-body execution, not in this plan.)"""
     from zmp_walker.config import load_walker_config
 
-    sole = SoleRect(-0.05, 0.12, -0.03, 0.03)
-
     def run(timing: bool):
         cfg = load_walker_config(robot="g1")
         cfg = cfg.replace(step_adjustment=dataclasses.replace(cfg.step_adjustment, timing=timing))
-        gen = PatternGenerator(cfg, FootPose([0, 0.12, 0]), FootPose([0, -0.12, 0]), np.array([0, 0, 0.6]), sole, sole)
-        gen.walk_steps(8, 0.25)
-        gen.cycle(0.0)
-        planned = gen.schedule.steps
-        push_t, towards_stance = planned[2].t_start + 0.1, -side_sign(planned[2].side)
-        c, cd = np.array([0.0, 0.0, 0.6]), np.zeros(3)
-        error = 0.0
-        for i in range(int(8.0 / cfg.dt)):
-            t = i * cfg.dt
-            if abs(t - push_t) < 0.5 * cfg.dt:
-                cd[1] += towards_stance * 0.25
-            ref = gen.cycle(t, MeasuredState(c.copy(), cd.copy()))
-            error = float(np.linalg.norm(c[:2] + cd[:2] / ref.omega - ref.dcm_ref[:2]))
-            c[:2] += cd[:2] * cfg.dt + 0.5 * ref.com_acc[:2] * cfg.dt**2  # com_acc = omega^2 (c - zmp_cmd)
-            cd[:2] += ref.com_acc[:2] * cfg.dt
-        return cfg, planned, gen.schedule, towards_stance, error
+        planned, done, error = _g1_lipm_pushed_in_single_support(
+            cfg, 0.25, lambda step: (0.0, -side_sign(step.side) * 0.25)
+        )
+        return cfg, planned, done, -side_sign(planned[2].side), error
 
     cfg, planned, done, towards_stance, error = run(timing=True)
     assert error < 0.01
@@ -279,7 +290,7 @@ def test_two_step_recovery_from_a_push_towards_the_stance_foot():
     assert swing.t_end < planned[2].t_end - 0.1  # landed early
     assert towards_stance * (swing.position[1] - planned[2].position[1]) > 0.05  # towards the stance foot...
     stance = done.feet_before[2][nxt.side]
-    assert not polygons_overlap(sole_corners(swing.pose, sole), sole_corners(stance, sole), cfg.foot_clearance)
+    assert not polygons_overlap(sole_corners(swing.pose, G1_SOLE), sole_corners(stance, G1_SOLE), cfg.foot_clearance)
     outward = towards_stance * (nxt.position[1] - planned[3].position[1]) - towards_stance * (
         swing.position[1] - planned[2].position[1]
     )
@@ -299,28 +310,11 @@ def test_a_forward_push_lands_beyond_the_nominal_step_cap():
     at the cap and survives it with the reach)."""
     from zmp_walker.config import FastGaitConfig, load_walker_config
 
-    sole = SoleRect(-0.05, 0.12, -0.03, 0.03)
-
     def run(fast: bool):
         cfg = load_walker_config(robot="g1")
         if not fast:
             cfg = cfg.replace(fast_gait=FastGaitConfig())
-        gen = PatternGenerator(cfg, FootPose([0, 0.12, 0]), FootPose([0, -0.12, 0]), np.array([0, 0, 0.6]), sole, sole)
-        gen.walk_steps(8, 0.2)
-        gen.cycle(0.0)
-        planned = gen.schedule.steps
-        push_t = planned[2].t_start + 0.1
-        c, cd = np.array([0.0, 0.0, 0.6]), np.zeros(3)
-        error = 0.0
-        for i in range(int(8.0 / cfg.dt)):
-            t = i * cfg.dt
-            if abs(t - push_t) < 0.5 * cfg.dt:
-                cd[0] += 0.6
-            ref = gen.cycle(t, MeasuredState(c.copy(), cd.copy()))
-            error = float(np.linalg.norm(c[:2] + cd[:2] / ref.omega - ref.dcm_ref[:2]))
-            c[:2] += cd[:2] * cfg.dt + 0.5 * ref.com_acc[:2] * cfg.dt**2  # com_acc = omega^2 (c - zmp_cmd)
-            cd[:2] += ref.com_acc[:2] * cfg.dt
-        return cfg, planned, gen.schedule, error
+        return cfg, *_g1_lipm_pushed_in_single_support(cfg, 0.2, lambda step: (0.6, 0.0))
 
     cfg, planned, done, error = run(fast=True)
     assert error < 0.01
@@ -342,7 +336,7 @@ def _standing_lipm_pushed(robot: str, dv: tuple[float, float], recovery: bool):
 
     cfg = load_walker_config(robot=robot)
     cfg = cfg.replace(recovery_step=dataclasses.replace(cfg.recovery_step, enabled=recovery))
-    sole, y, h = (SoleRect(-0.05, 0.12, -0.03, 0.03), 0.12, 0.6) if robot == "g1" else (SOLE, 0.1, 0.87)
+    sole, y, h = (G1_SOLE, 0.12, 0.6) if robot == "g1" else (SOLE, 0.1, 0.87)
     gen = PatternGenerator(cfg, FootPose([0, y, 0]), FootPose([0, -y, 0]), np.array([0, 0, h]), sole, sole)
     c, cd = np.array([0.0, 0.0, h]), np.zeros(3)
     for i in range(int(5.0 / cfg.dt)):
