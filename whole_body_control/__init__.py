@@ -5,4 +5,6 @@ The package root stays light: import submodules explicitly
 only need the configuration loader do not pay for Pinocchio or MuJoCo.
 """
 
+import zmp_walker._blas  # noqa: F401  (first: OpenBLAS's kernels, before numpy loads it)
+
 __version__ = "0.1.0"

@@ -7,6 +7,7 @@ or an MPC (:mod:`.mpc`), adds swing-foot trajectories (:mod:`.swing`) and DCM
 feedback (:mod:`.dcm`), and returns a :class:`WalkerReference` per tick.
 """
 
+from zmp_walker import _blas  # noqa: F401  (first: OpenBLAS's kernels, before numpy loads it)
 from zmp_walker.config import MpcConfig, PreviewConfig, WalkerConfig, load_walker_config
 from zmp_walker.errors import ConfigError, InfeasibleMpc, PlanningError, WalkerError
 from zmp_walker.footsteps import Footstep, FootstepPlanner
