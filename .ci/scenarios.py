@@ -3,7 +3,9 @@ through the ROS graph (lockstep, ``--through ros``).
 
 Fails (exit code 1) when a scenario that is not a known failure fails, so that a change
 that breaks an earlier acceptance (a walking push, a slope, the graph's scenarios) fails
-CI; a known failure that passes is reported.
+CI; a known failure that passes is reported.  A known failure may carry a floor (``- name:
+0.175``): a row whose ``threshold_mps`` (the single-support push bisections) falls below it
+fails CI too, so that what a listed row has reached cannot be lost unnoticed.
 
 CI has 90 minutes and the machines differ about 4 times in speed: on a slow one the test
 suite alone takes 26 minutes and the four suites about 2 h.  With ``CI_STARTED`` (epoch
@@ -58,6 +60,12 @@ def main(modes: list[str]) -> int:
             print(f"[ci] unknown mode '{mode}' (.ci/known_failures.yaml has {', '.join(known)})")
             return 1
     runs = [(mode, robot) for mode in (modes or list(MODES)) for robot in known[mode]]
+    try:
+        for mode, robot in runs:
+            known_failures(known[mode][robot])
+    except ValueError as exc:
+        print(f"[ci] {exc}")
+        return 1
     end = deadline()
     code = 0
     for i, (mode, robot) in enumerate(runs):
@@ -88,25 +96,63 @@ def run_suite(mode: str, robot: str, expected: list | None, budget: float | None
     except (IndexError, json.JSONDecodeError):
         print(f"[ci] {label}: no JSON line from the suite\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
         return 1
-    ran = [s for s in summary["scenarios"] if s.get("applies", True) and s.get("ran", True)]
-    # (through the graph, a scenario that does not apply has passed: None)
-    failed = {s["name"]: s["figure"] for s in ran if not s["passed"]}
-    not_run = [s["name"] for s in summary["scenarios"] if not s.get("ran", True)]
-    expected = set(expected or [])
-    new = sorted(set(failed) - expected)
-    fixed = sorted(expected & {s["name"] for s in ran} - set(failed))
+    v = verdict(summary["scenarios"], expected)
     print(f"[ci] {label}: {summary['passed']} passed, {summary['failed']} failed ({summary['wall_s']:.0f} s)")
-    for name in new:
-        print(f"[ci] {label}: FAILED {name}: {failed[name]}")
-    for name in sorted(set(failed) & expected):
-        print(f"[ci] {label}: known failure {name}: {failed[name]}")
-    for name in fixed:
+    for name, why in v["new"].items():
+        print(f"[ci] {label}: FAILED {name}: {why}")
+    for name, why in v["known"].items():
+        print(f"[ci] {label}: known failure {name}: {why}")
+    for name in v["fixed"]:
         print(f"[ci] {label}: {name} passes now: remove it from .ci/known_failures.yaml")
+    not_run = v["not_run"]
     if not_run:
         print(f"[ci] {label}: NOT RUN (time budget, this machine's pace): {', '.join(not_run)}")
     if summary.get("ss_thresholds_mps"):
         print(f"[ci] {label}: single-support thresholds [m/s]: {summary['ss_thresholds_mps']}")
-    return int(bool(new))
+    return int(bool(v["new"]))
+
+
+def known_failures(listed: list | None) -> dict[str, float | None]:
+    """A robot's entries of .ci/known_failures.yaml: ``name`` or ``{name: floor}`` -> floor (or None)."""
+    known: dict[str, float | None] = {}
+    for entry in listed or []:
+        if isinstance(entry, str):
+            known[entry] = None
+        elif isinstance(entry, dict) and len(entry) == 1:
+            ((name, floor),) = entry.items()
+            if not isinstance(floor, (int, float)) or isinstance(floor, bool):
+                raise ValueError(f".ci/known_failures.yaml: '{name}': the floor must be a number [m/s], got {floor!r}")
+            known[str(name)] = float(floor)
+        else:
+            raise ValueError(f".ci/known_failures.yaml: an entry is a scenario name or 'name: floor', got {entry!r}")
+    return known
+
+
+def verdict(scenarios: list[dict], listed: list | None) -> dict:
+    """A suite's rows against its known failures: ``new`` failures (not listed, or listed with a
+    floor and a ``threshold_mps`` below it) and ``known`` ones, by name with the figure; the listed
+    ones that pass (``fixed``); the ones the budget left out (``not_run``)."""
+    known = known_failures(listed)
+    # (through the graph, a scenario that does not apply has passed: None)
+    ran = [s for s in scenarios if s.get("applies", True) and s.get("ran", True)]
+    new, old = {}, {}
+    for s in ran:
+        if s["passed"]:
+            continue
+        name, floor = s["name"], known.get(s["name"])
+        threshold = s.get("threshold_mps")
+        if name not in known:
+            new[name] = s["figure"]
+        elif floor is not None and (threshold is None or threshold < floor - 1e-9):
+            new[name] = f"{s['figure']}: below its floor {floor} m/s (.ci/known_failures.yaml)"
+        else:
+            old[name] = s["figure"]
+    return {
+        "new": dict(sorted(new.items())),
+        "known": dict(sorted(old.items())),
+        "fixed": sorted(set(known) & {s["name"] for s in ran if s["passed"]}),
+        "not_run": [s["name"] for s in scenarios if not s.get("ran", True)],
+    }
 
 
 if __name__ == "__main__":
