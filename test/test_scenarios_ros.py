@@ -154,3 +154,51 @@ def test_the_walking_lateral_push_of_half_a_meter_per_second_through_the_graph()
     r = summary["scenarios"][0]
     assert r["applies"] and r["passed"], r["figure"]
     assert r["steps_completed"] == 20 and not r["fell"] and r["damping_commands"] == 0
+
+
+def test_the_suites_walker_and_wbc_files_reach_the_graphs_nodes(tmp_path):
+    """``wbc scenarios --through ros --walker-config F --wbc-config G``: the walker and the
+    controller nodes load the robot by name, so the files go to them as parameters; the
+    walker node (constructed here with those parameters) walks with F's values."""
+    import shutil
+
+    import rclpy
+    import yaml
+    from rclpy.parameter import Parameter
+
+    from whole_body_control.config import default_path as wbc_default_path
+    from whole_body_control.ros.graph import domain_id
+    from whole_body_control.ros.walker_node import WalkerNode
+    from whole_body_control.runs.scenarios import _ros_node_params
+    from zmp_walker.config import default_config_path
+
+    walker_file = tmp_path / "walker.yaml"
+    data = yaml.safe_load(default_config_path().read_text())
+    data["robots"]["talos"]["step_duration"] = 0.95
+    walker_file.write_text(yaml.safe_dump(data))
+    wbc_file = tmp_path / "wbc.yaml"
+    shutil.copy(wbc_default_path(), wbc_file)
+
+    shipped = load_robot("talos")
+    walker, controller = _ros_node_params(shipped, RosOptions(), walk=True)
+    assert "walker_config" not in walker and "wbc_config" not in controller  # the nodes' defaults
+
+    robot = load_robot("talos", walker_config=walker_file, wbc_config=wbc_file)
+    walker, controller = _ros_node_params(robot, RosOptions(), walk=True)
+    assert walker["walker_config"] == str(walker_file.resolve())
+    assert controller["wbc_config"] == str(wbc_file.resolve())
+    assert walker["com_mode"] == controller["com_mode"] == "dcm"
+
+    overrides = [Parameter(k, value=v) for k, v in {"robot": "talos", **walker}.items()]
+    with domain_id() as did:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        try:
+            node = WalkerNode(context=context, parameter_overrides=overrides)
+            try:
+                assert node.config.step_duration == 0.95
+                assert str(walker_file.resolve()) in node.config_source
+            finally:
+                node.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)

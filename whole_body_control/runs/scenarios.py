@@ -1243,6 +1243,20 @@ def walk_plan(robot, steps: int, speed: float = WALK_SPEED, settle_time: float =
     )
 
 
+def _ros_node_params(robot, opts: RosOptions, walk: bool) -> tuple[dict, dict]:
+    """The walker's and the controller's parameters over the parameter file: the walks' modes,
+    and the robot's ``--walker-config`` / ``--wbc-config`` files (the nodes load the robot by
+    name, and would otherwise read the shipped config/walker.yaml and config/wbc.yaml)."""
+    modes = {"com_mode": opts.com_mode} if walk else {}
+    walker = {**modes, **WALKER_DCM} if modes.get("com_mode") == "dcm" else dict(modes)
+    controller = dict(modes)
+    if robot.walker_config_path is not None:
+        walker["walker_config"] = str(robot.walker_config_path.resolve())
+    if robot.wbc_config_path is not None:
+        controller["wbc_config"] = str(robot.wbc_config_path.resolve())
+    return walker, controller
+
+
 def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, timestep=None, **kw) -> dict:
     """One lockstep graph run (``kw``: :func:`~whole_body_control.ros.graph.run_graph`'s)."""
     import os
@@ -1250,8 +1264,7 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
     from whole_body_control.ros.graph import run_graph
 
     params = opts.params_file(timestep)
-    modes = {"com_mode": opts.com_mode} if walk else {}
-    walker = {**modes, **WALKER_DCM} if modes.get("com_mode") == "dcm" else modes
+    walker, controller = _ros_node_params(robot, opts, walk)
     try:
         # standing: no walker, the controller holds its own standing reference as run_stand
         # does in-process (with the walker's standing reference, Talos survived forward
@@ -1264,7 +1277,7 @@ def _ros_run(robot, opts: RosOptions, duration: float, *, walk: bool = False, ti
             timeout=opts.timeout,
             watch=True,
             walker_params=walker,
-            controller_params=modes,
+            controller_params=controller,
             walker=walk,
             **kw,
         )
@@ -1530,10 +1543,12 @@ ROS_RUNS: dict[str, Callable] = {
 }
 
 
-def run_through_ros(robot_name: str, name: str, options: RosOptions | None = None) -> dict:
+def run_through_ros(robot_name: str, name: str, options: RosOptions | None = None, configs: dict | None = None) -> dict:
     """Run scenario ``name`` through the ROS graph in lockstep (:data:`ROS_RUNS`); the result
     has ``name``, ``applies``, ``passed`` (None when it does not apply, with ``reason``),
-    ``figure``, the figures, ``dropped`` (in-process criteria without a figure here) and ``wall_s``."""
+    ``figure``, the figures, ``dropped`` (in-process criteria without a figure here) and ``wall_s``.
+    ``configs``: ``wbc_config`` and ``walker_config`` files, for :func:`load_robot` here and
+    for the walker and controller nodes."""
     from whole_body_control.robot import load_robot
 
     if name not in ROS_RUNS:
@@ -1548,7 +1563,7 @@ def run_through_ros(robot_name: str, name: str, options: RosOptions | None = Non
             "reason": reason,
             "wall_s": 0.0,
         }
-    robot = load_robot(robot_name)
+    robot = load_robot(robot_name, **(configs or {}))
     t0 = time.perf_counter()
     try:
         figures = ROS_RUNS[name](robot, options or RosOptions())
@@ -1722,7 +1737,7 @@ def run_suite(
         options = ros_options or RosOptions()
         results = run_scheduled(
             chosen,
-            functools.partial(run_through_ros, robot_name, options=options),
+            functools.partial(run_through_ros, robot_name, options=options, configs=configs),
             budget=budget,
             on_result=on_result,
             cost=lambda sc: sc.cost if sc.name in ROS_RUNS else 0.0,
