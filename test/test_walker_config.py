@@ -25,7 +25,13 @@ def test_repository_file_loads_for_every_robot():
     assert g1.preview == base.preview  # nested values not overridden are inherited
     talos = load_walker_config(robot="talos")
     assert talos.fast_gait.enabled and not base.fast_gait.enabled
-    assert talos.replace(fast_gait=base.fast_gait) == base  # Talos: the base values and its fast gait
+    assert talos.step_adjustment.min_swing_duration_stance_side < base.step_adjustment.min_swing_duration
+    assert talos.step_adjustment.max_adjustment == base.step_adjustment.max_adjustment  # merged, not replaced
+    # Talos: the base values, its fast gait and its push-recovery limits
+    same = talos.replace(
+        fast_gait=base.fast_gait, max_step_width=base.max_step_width, step_adjustment=base.step_adjustment
+    )
+    assert same == base
 
 
 def test_overlay_merges_nested_sections(tmp_path):

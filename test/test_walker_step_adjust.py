@@ -300,6 +300,34 @@ def test_two_step_recovery_from_a_push_towards_the_stance_foot():
     assert error_planned_timing > 0.1
 
 
+def test_a_push_towards_the_stance_foot_shortens_both_recovery_swings_only_that_way():
+    """G1's limits, a LIPM whose ZMP is the commanded (clamped) one, walking 0.25 m/s, pushed
+    0.3 m/s towards the stance foot 0.1 s after the third lift-off: with its shortest swing
+    (0.3 s) for every move the LIPM is lost; with ``min_swing_duration_stance_side`` 0.2 s the
+    swing that lands beside the stance foot and the stance leg's step out after it both go
+    below 0.3 s, and it is caught.  A forward push (0.6 m/s) keeps the 0.3 s floor: shorter
+    forward swings cost Talos its 0.4 m/s forward push (the foot fell 31 cm short)."""
+    from zmp_walker.config import load_walker_config
+
+    def run(stance_side: float | None, dv_of_step, speed: float = 0.25):
+        cfg = load_walker_config(robot="g1")
+        adjust = dataclasses.replace(cfg.step_adjustment, min_swing_duration_stance_side=stance_side)
+        cfg = cfg.replace(step_adjustment=adjust)
+        _, done, error = _g1_lipm_pushed_in_single_support(cfg, speed, dv_of_step)
+        return [s.t_end - s.t_start for s in done.steps], error
+
+    towards_stance = lambda step: (0.0, -side_sign(step.side) * 0.3)  # noqa: E731
+    floor = load_walker_config(robot="g1").step_adjustment.min_swing_duration
+    _, error_lost = run(None, towards_stance)
+    assert error_lost > 0.1
+    swings, error = run(0.2, towards_stance)
+    assert error < 0.01
+    assert swings[2] < floor - 0.02 and swings[3] < floor - 0.02  # landed beside it, then out
+    assert min(swings[4:]) > floor  # the walk goes on at its own pace
+    swings, error = run(0.2, lambda step: (0.6, 0.0), speed=0.2)
+    assert error < 0.01 and min(swings) >= floor - 1e-9
+
+
 def test_a_forward_push_lands_beyond_the_nominal_step_cap():
     """G1's limits, a LIPM whose ZMP is the commanded (clamped) one, walking 0.2 m/s (0.12 m
     steps under the nominal 0.15 m cap), pushed 0.6 m/s forward 0.1 s after the third lift-off:

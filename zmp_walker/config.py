@@ -84,6 +84,11 @@ class StepAdjustmentConfig:
     move out of reach shortens the swing, to no less than
     ``min_swing_duration``, where the unreachable part plus ``timing_cost``
     times the shortening [s] is smallest (see :mod:`zmp_walker.step_adjust`).
+    A move towards the stance foot's side, which the swing leg cannot make
+    without crossing the stance leg (it lands early beside it and the stance
+    leg steps out next), may shorten that swing and the stance leg's step after
+    it down to ``min_swing_duration_stance_side`` instead (None:
+    ``min_swing_duration``).
     In double support, the next lift-off waits, up to ``max_lift_off_delay``
     in all, while that step could not catch the DCM and the double support's
     ZMP can still bring it back (:meth:`PatternGenerator._delay_lift_off`).
@@ -98,6 +103,8 @@ class StepAdjustmentConfig:
     min_time_to_touchdown: float = field(default=0.1, metadata={"gt": 0.0})  # no move later in the swing [s]
     timing: bool = True  # shorten the swing when the landing move is out of reach
     min_swing_duration: float = field(default=0.35, metadata={"gt": 0.0})  # shortest swing, lift-off to touchdown [s]
+    # shortest swing [s] when the move points towards the stance foot's side; None: min_swing_duration
+    min_swing_duration_stance_side: float | None = field(default=None, metadata={"gt": 0.0})
     timing_cost: float = field(default=0.3, metadata={"ge": 0.0})  # unreachable move worth 1 s of shortening [m/s]
     max_lift_off_delay: float = field(default=0.0, metadata={"ge": 0.0})  # longest wait in double support [s]
     lift_off_notice: float = field(default=0.1, metadata={"gt": 0.0})  # a delayed lift-off stays this far ahead [s]

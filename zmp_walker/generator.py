@@ -55,7 +55,7 @@ from zmp_walker.cart_table import integrate
 from zmp_walker.config import WalkerConfig
 from zmp_walker.dcm import DcmDisturbanceObserver, DcmFeedback, omega, slope_height, slope_shift
 from zmp_walker.errors import PlanningError
-from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side
+from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side, side_sign
 from zmp_walker.geometry import FootPose, SoleRect, support_polygon
 from zmp_walker.preview import PreviewPlanner
 from zmp_walker.schedule import Schedule
@@ -221,6 +221,8 @@ class PatternGenerator:
         self._planned_landing: dict[int, FootPose] = {}  # step index -> landing before adjustment
         # step index -> its footstep (xy) [m] when the plan was anchored on its landing
         self._aimed: dict[int, np.ndarray] = {}
+        # steps of a recovery from a push towards the stance foot (min_swing_duration_stance_side)
+        self._stance_side_steps: set[int] = set()
         self._last: WalkerReference | None = None  # the last reference returned by cycle
         self._frozen: WalkerReference | None = None  # set by freeze(): returned from then on
         self._frozen_steps = 0
@@ -362,6 +364,7 @@ class PatternGenerator:
         next_side = other_side(kept[-1].side) if kept else None
         swings, start = (), None  # a new walk's first swing duration and initial double support
         self._aimed = {k: p for k, p in self._aimed.items() if k < len(kept)}  # a new walk numbers from 0
+        self._stance_side_steps = {k for k in self._stance_side_steps if k < len(kept)}
         self._velocity = None
         if kind == "stop":
             if not walking:
@@ -548,7 +551,14 @@ class PatternGenerator:
 
         pose, left_out = landing(move)
         T = t_rem
-        t_min = max(cfg.min_time_to_touchdown, step.t_start + cfg.min_swing_duration - t)
+        min_swing = cfg.min_swing_duration
+        if cfg.min_swing_duration_stance_side is not None:
+            lateral = np.array([-math.sin(stance.yaw), math.cos(stance.yaw)])  # the stance sole's y axis
+            if -side_sign(step.side) * float(lateral @ move) > cfg.deadband:  # towards the stance foot's side
+                self._stance_side_steps.update((k, k + 1))  # this swing and the stance leg's step out after it
+            if k in self._stance_side_steps:
+                min_swing = cfg.min_swing_duration_stance_side
+        t_min = max(cfg.min_time_to_touchdown, step.t_start + min_swing - t)
         if cfg.timing and left_out > cfg.deadband and t_min < t_rem - 0.01:
             # step timing: the remaining swing time that leaves the least of the move out of reach
             cost = left_out
