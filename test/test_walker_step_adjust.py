@@ -243,17 +243,18 @@ def test_plan_is_anchored_on_a_landing_off_its_footstep(offset, tolerance, ancho
         assert gen.zmp_reference.polygon_of_phase(gen.schedule.phase_index(t)).contains(outer) == anchored
 
 
-def _g1_lipm_pushed_in_single_support(cfg: WalkerConfig, speed: float, dv_of_step):
+def _g1_lipm_pushed_in_single_support(cfg: WalkerConfig, speed: float, dv_of_step, after: float = 0.1):
     """G1's size (soles 0.24 m apart, CoM 0.6 m), a LIPM whose ZMP is the generator's commanded
-    (clamped) one, 8 steps at ``speed`` [m/s], pushed by ``dv_of_step(step)`` [m/s] (xy) 0.1 s after
-    the third lift-off.  Returns the planned steps, the schedule at the end and the final DCM error."""
+    (clamped) one, 8 steps at ``speed`` [m/s], pushed by ``dv_of_step(step)`` [m/s] (xy) ``after``
+    [s] after the third lift-off (< 0: before it).  Returns the planned steps, the schedule at the
+    end and the final DCM error."""
     gen = PatternGenerator(
         cfg, FootPose([0, 0.12, 0]), FootPose([0, -0.12, 0]), np.array([0, 0, 0.6]), G1_SOLE, G1_SOLE
     )
     gen.walk_steps(8, speed)
     gen.cycle(0.0)
     planned = gen.schedule.steps
-    push_t, dv = planned[2].t_start + 0.1, dv_of_step(planned[2])
+    push_t, dv = planned[2].t_start + after, dv_of_step(planned[2])
     c, cd = np.array([0.0, 0.0, 0.6]), np.zeros(3)
     error = 0.0
     for i in range(int(8.0 / cfg.dt)):
@@ -326,6 +327,24 @@ def test_a_push_towards_the_stance_foot_shortens_both_recovery_swings_only_that_
     assert min(swings[4:]) > floor  # the walk goes on at its own pace
     swings, error = run(0.2, lambda step: (0.6, 0.0), speed=0.2)
     assert error < 0.01 and min(swings) >= floor - 1e-9
+
+
+def test_a_swing_that_starts_towards_the_stance_foot_keeps_the_common_floor():
+    """The short stance-side swings are for a push that comes during the swing.  A swing whose
+    first adjustment already finds the DCM beyond its stance foot (here a 0.25 m/s push at the
+    very lift-off; in the ROS graph, the step after a 0.5 m/s push towards the swing foot, where
+    the short swings lost Talos's ``walk_push_lateral_0.5``) keeps ``min_swing_duration``."""
+    from zmp_walker.config import load_walker_config
+
+    cfg = load_walker_config(robot="g1")
+    floor = cfg.step_adjustment.min_swing_duration
+    cfg = cfg.replace(step_adjustment=dataclasses.replace(cfg.step_adjustment, min_swing_duration_stance_side=0.2))
+    towards_stance = lambda step: (0.0, -side_sign(step.side) * 0.25)  # noqa: E731
+    _, done, _ = _g1_lipm_pushed_in_single_support(cfg, 0.25, towards_stance, after=0.0)
+    assert min(s.t_end - s.t_start for s in done.steps) >= floor - 1e-9
+    _, done, error = _g1_lipm_pushed_in_single_support(cfg, 0.25, towards_stance, after=0.02)
+    assert error < 0.01
+    assert done.steps[2].t_end - done.steps[2].t_start < floor - 0.05  # 20 ms into the swing: short swings
 
 
 def test_a_forward_push_lands_beyond_the_nominal_step_cap():

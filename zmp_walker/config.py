@@ -88,7 +88,8 @@ class StepAdjustmentConfig:
     without crossing the stance leg (it lands early beside it and the stance
     leg steps out next), may shorten that swing and the stance leg's step after
     it down to ``min_swing_duration_stance_side`` instead (None:
-    ``min_swing_duration``).
+    ``min_swing_duration``), when it arises during the swing: a swing whose
+    first adjustment already points that way keeps ``min_swing_duration``.
     In double support, the next lift-off waits, up to ``max_lift_off_delay``
     in all, while that step could not catch the DCM and the double support's
     ZMP can still bring it back (:meth:`PatternGenerator._delay_lift_off`).

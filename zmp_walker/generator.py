@@ -223,6 +223,8 @@ class PatternGenerator:
         self._aimed: dict[int, np.ndarray] = {}
         # steps of a recovery from a push towards the stance foot (min_swing_duration_stance_side)
         self._stance_side_steps: set[int] = set()
+        # step index -> whether its first adjustment in swing already moved it towards the stance side
+        self._stance_side_at_lift_off: dict[int, bool] = {}
         self._last: WalkerReference | None = None  # the last reference returned by cycle
         self._frozen: WalkerReference | None = None  # set by freeze(): returned from then on
         self._frozen_steps = 0
@@ -365,6 +367,7 @@ class PatternGenerator:
         swings, start = (), None  # a new walk's first swing duration and initial double support
         self._aimed = {k: p for k, p in self._aimed.items() if k < len(kept)}  # a new walk numbers from 0
         self._stance_side_steps = {k for k in self._stance_side_steps if k < len(kept)}
+        self._stance_side_at_lift_off = {k: v for k, v in self._stance_side_at_lift_off.items() if k < len(kept)}
         self._velocity = None
         if kind == "stop":
             if not walking:
@@ -532,10 +535,18 @@ class PatternGenerator:
             return
         capacity = polygon.clamp(p_ref + error / n) - p_ref  # ZMP offset to the sole edge, towards the error
         move = capture_offset(error, capacity, w, t_rem)
-        if float(np.linalg.norm(move)) < cfg.deadband:
-            return
         stance_side = phase.support[0]
         stance = phase.feet[stance_side]
+        towards_stance = False
+        if cfg.min_swing_duration_stance_side is not None:
+            lateral = np.array([-math.sin(stance.yaw), math.cos(stance.yaw)])  # the stance sole's y axis
+            towards_stance = -side_sign(step.side) * float(lateral @ move) > cfg.deadband
+            # a swing that starts with the DCM already beyond its stance foot (the step after a
+            # push towards the swing foot) keeps min_swing_duration: through the ROS graph the
+            # short swings then lost walk_push_lateral_0.5
+            self._stance_side_at_lift_off.setdefault(k, towards_stance)
+        if float(np.linalg.norm(move)) < cfg.deadband:
+            return
         planned = self._planned_landing.setdefault(k, step.pose)
         length_limit = self.config.step_reach
         max_adjustment = cfg.max_adjustment
@@ -553,8 +564,7 @@ class PatternGenerator:
         T = t_rem
         min_swing = cfg.min_swing_duration
         if cfg.min_swing_duration_stance_side is not None:
-            lateral = np.array([-math.sin(stance.yaw), math.cos(stance.yaw)])  # the stance sole's y axis
-            if -side_sign(step.side) * float(lateral @ move) > cfg.deadband:  # towards the stance foot's side
+            if towards_stance and not self._stance_side_at_lift_off[k]:  # pushed towards it in this swing
                 self._stance_side_steps.update((k, k + 1))  # this swing and the stance leg's step out after it
             if k in self._stance_side_steps:
                 min_swing = cfg.min_swing_duration_stance_side
