@@ -202,3 +202,24 @@ def test_the_suites_walker_and_wbc_files_reach_the_graphs_nodes(tmp_path):
                 node.destroy_node()
         finally:
             rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("robot_name", ["talos", "g1"])
+def test_the_recovery_step_scenario_gives_the_walker_node_a_file_with_the_step_on(robot_name):
+    """``push_standing_step_0.5`` through the graph: the walker node reads a copy of the walker
+    file with the recovery step on (the shipped file has it off), and nothing else changed."""
+    import dataclasses
+
+    from whole_body_control.runs.scenarios import _walker_file_with_recovery_step
+    from whole_body_control.walker_stage import walker_config_for
+
+    robot = load_robot(robot_name)
+    shipped = walker_config_for(robot)[0]
+    assert not shipped.recovery_step.enabled
+    path = _walker_file_with_recovery_step(robot)
+    try:
+        stepping = walker_config_for(load_robot(robot_name, walker_config=path))[0]
+    finally:
+        os.unlink(path)
+    assert stepping.recovery_step.enabled
+    assert stepping == shipped.replace(recovery_step=dataclasses.replace(shipped.recovery_step, enabled=True))

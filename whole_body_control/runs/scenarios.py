@@ -1112,8 +1112,6 @@ ROS_NOT_APPLICABLE = {
     "walk_push_random": "eight 10-step walks per run; through the graph every walk is a new set of processes",
     "lifted": "the hoist is a spring-damper force on the base height computed every simulation step; "
     "/sim/push applies constant forces only",
-    "push_standing_step_0.5": "the recovery step is off in the shipped walker configuration, which the walker "
-    "node reads (in-process the scenario turns it on)",
 }
 
 
@@ -1437,6 +1435,62 @@ def _ros_walk_push(dv_xy: tuple[float, float], at: float, steps: int = 20):
     return run
 
 
+def _walker_file_with_recovery_step(robot) -> str:
+    """A copy of the robot's walker file (``--walker-config`` or config/walker.yaml) with
+    ``recovery_step.enabled`` in its base values and in the robot's section, for the walker
+    node (the scenario's in-process run sets it on the configuration object)."""
+    import yaml
+
+    from zmp_walker.config import default_config_path
+
+    data = yaml.safe_load(Path(robot.walker_config_path or default_config_path()).read_text()) or {}
+    data.setdefault("recovery_step", {})["enabled"] = True
+    section = (data.get("robots") or {}).get(robot.name)
+    if isinstance(section, dict):
+        section.setdefault("recovery_step", {})["enabled"] = True
+    with tempfile.NamedTemporaryFile("w", prefix="wbc_walker_", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(data, f)
+    return f.name
+
+
+def _ros_push_standing_step(robot, opts):
+    """:func:`push_standing_step` through the graph: the walker node standing (no /cmd_vel)
+    with its recovery step on, each push of :data:`RECOVERY_PUSHES` at 1 s in a new graph;
+    no fall, no damping command, and the walker stepped (``steps_completed``)."""
+    import os
+
+    from whole_body_control.robot import load_robot
+    from whole_body_control.walker_stage import walker_config_for
+
+    path = _walker_file_with_recovery_step(robot)
+    try:
+        stepping = load_robot(robot.source, wbc_config=robot.wbc_config_path, walker_config=path)
+        if not walker_config_for(stepping)[0].recovery_step.enabled:
+            raise ConfigError(f"{path}: recovery_step.enabled did not reach the walker configuration")
+        runs = {}
+        for direction, dv in RECOVERY_PUSHES.items():
+            s = _ros_run(stepping, opts, 4.0, walk=True, pushes=[_push(robot, 1.0, dv)])
+            steps = int((s["walker"] or {}).get("steps_completed", 0))
+            passed = not s["fell"] and _ros_no_damping(s) and steps >= 1
+            runs[direction] = {
+                "passed": bool(passed),
+                "figure": f"{steps} step(s)"
+                + (f", fell: {s['fall_reason']}" if s["fell"] else "")
+                + (f", {s['controller'].get('damping_commands')} damping commands" if not _ros_no_damping(s) else ""),
+                **_ros_common(s),
+                "steps_completed": steps,
+            }
+    finally:
+        os.unlink(path)
+    return {
+        "passed": all(r["passed"] for r in runs.values()),
+        "figure": "; ".join(f"{d} {RECOVERY_PUSHES[d]} m/s: {r['figure']}" for d, r in runs.items()),
+        "runs": runs,
+        "simulated_s": sum(r["simulated_s"] for r in runs.values()),
+        "dropped": ["recovery_walks, distance_m (walker internals; /walker/status counts steps)", *ROS_DROPPED],
+    }
+
+
 def _ros_push_forward_search(robot, opts, start: float = 0.1, step: float = 0.05, limit: float = 1.5):
     def fall_reason_at(dv: float) -> str | None:
         s = _ros_run(robot, opts, 3.0, pushes=[_push(robot, 1.0, (dv, 0.0))])
@@ -1522,6 +1576,7 @@ ROS_RUNS: dict[str, Callable] = {
     "push_inward_ss": _ros_push_inward,
     "push_forward_max": _ros_push_forward_search,
     "push_standing_0.35": _ros_push_standing,
+    "push_standing_step_0.5": _ros_push_standing_step,
     "walk_push_lateral_0.25": _ros_walk_push((0.0, 0.25), 4.0),
     "walk_push_lateral_0.5": _ros_walk_push((0.0, 0.5), 4.0),
     "overload": _ros_overload,
