@@ -1441,9 +1441,10 @@ def _walker_file_with_recovery_step(robot) -> str:
     node (the scenario's in-process run sets it on the configuration object)."""
     import yaml
 
+    from zmp_walker.base.yaml_config import read_yaml
     from zmp_walker.config import default_config_path
 
-    data = yaml.safe_load(Path(robot.walker_config_path or default_config_path()).read_text()) or {}
+    data = read_yaml(robot.walker_config_path or default_config_path())
     data.setdefault("recovery_step", {})["enabled"] = True
     section = (data.get("robots") or {}).get(robot.name)
     if isinstance(section, dict):
