@@ -492,6 +492,8 @@ def test_walker_node_publishes_at_its_rate_and_cmd_vel_changes_the_plan(robot, c
             changed |= moved
     assert changed, "the /cmd_vel did not change the plan"
     assert status_walking["walking"] and status_walking["reference_end_ns"] == states[-1] + round(horizon * 1e9)
+    # the longest batch since the status before (wall time; a slow one is logged with its CPU time)
+    assert all(0.0 < s["batch_ms_max"] < 1e4 for s in status[1:] if s["trajectories"] > 1)
 
 
 @pytest.mark.ros

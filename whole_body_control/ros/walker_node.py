@@ -39,6 +39,7 @@ when no /cmd_vel came for that long.
 from __future__ import annotations
 
 import json
+import time
 import types
 
 import numpy as np
@@ -68,6 +69,8 @@ from whole_body_control.walker_stage import (
     walker_reference,
 )
 from zmp_walker import MeasuredState, WalkerError
+
+SLOW_BATCH_S = 0.01  # [s] a reference batch longer than this is logged (wall and CPU time)
 
 PARAMS = [
     REALTIME_PRIORITY,
@@ -183,6 +186,7 @@ class WalkerNode(Node):
         self.end_ns: int | None = None  # last published sample
         self.last_ref = None  # and its reference
         self.trajectories = 0
+        self.batch_ms_max = 0.0  # the longest batch since the last status [ms]
         self.last_ns: int | None = None
         self.cmd: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self.pending: tuple | None = None
@@ -314,7 +318,13 @@ class WalkerNode(Node):
             if ns - self.last_cmd_ns > timeout * 1e9:
                 self.get_logger().warning("no /cmd_vel for cmd_vel_timeout: stopping")
                 self.cmd, self.pending, self.pending_ns = (0.0, 0.0, 0.0), ("velocity", (0.0, 0.0, 0.0)), 0
+        wall, cpu = time.perf_counter(), time.thread_time()
         self.publish_trajectory(ns)
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        self.batch_ms_max = max(self.batch_ms_max, wall * 1e3)
+        if wall > SLOW_BATCH_S and self.throttle("slow batch"):
+            why = "the walker" if cpu > 0.5 * wall else "it waited for a CPU"
+            self.get_logger().warning(f"a reference batch took {wall * 1e3:.1f} ms (CPU {cpu * 1e3:.1f} ms: {why})")
 
     def gravity(self) -> np.ndarray | None:
         """Gravity in the walker's frame (the floor's, as the base state is): the newest
@@ -450,7 +460,9 @@ class WalkerNode(Node):
             "steps_completed": int(w.steps_completed) if w is not None else 0,
             "reference_end_ns": self.end_ns,
             "trajectories": self.trajectories,
+            "batch_ms_max": self.batch_ms_max,
         }
+        self.batch_ms_max = 0.0
         self.status_pub.publish(String(data=json.dumps(status)))
 
 
