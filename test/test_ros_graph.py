@@ -570,6 +570,65 @@ def test_cdr_writers_agree_with_rclpy_serialization():
         assert deserialize_message(cv.clock_cdr(ns), Clock) == Clock(clock=stamp)
 
 
+def _writer_messages(ns, names, q, qd, tau, frame, values):
+    """The 1 kHz messages written field by field with the CDR writer (the templates' reference)."""
+    w = cv._CdrWriter()
+    w.header(ns, "")
+    w.u32(len(names))
+    for name in names:
+        w.string(name)
+    for a in (q, qd, () if tau is None else tau):
+        w.doubles(a, sequence=True)
+    js = w.bytes()
+    w = cv._CdrWriter()
+    w.header(ns, frame)
+    w.doubles(np.concatenate([q[:4], np.zeros(9), q[4:7], np.zeros(9), qd[:3], np.zeros(9)]))
+    imu = w.bytes()
+    w = cv._CdrWriter()
+    w.header(ns, cv.WORLD_FRAME)
+    w.string(frame)
+    w.doubles(np.concatenate([q[:7], np.zeros(36), qd[:6], np.zeros(36)]))
+    odom = w.bytes()
+    commands = []
+    for stamp in (None, ns):
+        w = cv._CdrWriter()
+        w.u32(1 if stamp is None else 2)
+        w.string("joints")
+        w.u32(len(values))
+        w.u32(len(values))
+        if stamp is not None:
+            w.string(f"stamp_ns={stamp}")
+            w.u32(0)
+            w.u32(0)
+        w.u32(0)
+        w.doubles(values, sequence=True)
+        commands.append(w.bytes())
+    w = cv._CdrWriter()
+    w.time(ns)
+    return js, imu, odom, commands, w.bytes()
+
+
+def test_the_templated_1khz_messages_are_the_writers_bytes():
+    """The bridge's and the controller's per-period messages come from templates (their fixed
+    bytes cut around the stamp and the arrays): byte for byte what the CDR writer gives, for
+    any names, frame, array sizes (empty included) and stamp length."""
+    rng = np.random.default_rng(11)
+    for k in range(60):
+        n = int(rng.integers(7, 40))
+        names = [f"j{i}" * int(rng.integers(1, 4)) for i in range(n)]
+        q, qd, tau = rng.normal(size=n), rng.normal(size=n), rng.normal(size=n)
+        frame = ("", "a", "base_link", "abcdefgh", "imu_link_x")[k % 5]
+        ns = int(rng.integers(0, 10 ** int(rng.integers(1, 13))))
+        values = rng.normal(size=int(rng.integers(0, 40)))
+        effort = tau if k % 3 else None
+        js, imu, odom, commands, clock = _writer_messages(ns, names, q, qd, effort, frame, values)
+        assert cv.joint_state_cdr(ns, names, q, qd, effort) == js
+        assert cv.imu_cdr(ns, frame, q[:4], q[4:7], qd[:3]) == imu
+        assert cv.odometry_cdr(ns, q, qd, frame) == odom
+        assert cv.command_cdr(values) == commands[0] and cv.command_cdr(values, ns) == commands[1]
+        assert cv.clock_cdr(ns) == clock
+
+
 def test_launch_control_period_reaches_every_node_and_rejects_bad_values():
     from whole_body_control.ros.graph import _period_params
 

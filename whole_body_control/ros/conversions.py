@@ -158,6 +158,50 @@ class _CdrWriter:
         return bytes(self.buf)
 
 
+class _Template:
+    """A serialized message whose layout depends on a few sizes and names only: its fixed
+    bytes, written once by :class:`_CdrWriter`, cut around its variable parts (``hole``:
+    the stamp, the arrays of doubles, a label).  :meth:`fill` joins them with the values: the
+    bytes the writer would give, for a fifth of its time (the 1 kHz messages of the bridge and
+    the controller, 3 to 15 us each with the writer)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, build):
+        w = _CdrWriter()
+        cuts: list[int] = []
+
+        def hole(n_bytes: int, align: int = 1) -> None:
+            if n_bytes:
+                w.align(align)
+            cuts.append(len(w.buf))
+            w.buf += bytes(n_bytes)
+            cuts.append(len(w.buf))
+
+        build(w, hole)
+        data = bytes(w.buf)
+        bounds = [0, *cuts, len(data)]
+        self.parts = tuple(data[bounds[i] : bounds[i + 1]] for i in range(0, len(bounds), 2))
+
+    def fill(self, *values: bytes) -> bytes:
+        """The message with ``values`` in its holes, in order (each exactly the hole's size)."""
+        parts = self.parts
+        out = [parts[0]]
+        for value, part in zip(values, parts[1:]):
+            out.append(value)
+            out.append(part)
+        return b"".join(out)
+
+
+def _stamp_bytes(ns: int) -> bytes:
+    """A ``builtin_interfaces/Time`` of ``ns`` [ns] (as :meth:`_CdrWriter.time`)."""
+    return struct.pack("<iI", *divmod(ns, 1_000_000_000))
+
+
+def _f8(values) -> bytes:
+    return np.ascontiguousarray(values, dtype="<f8").tobytes()
+
+
 def cdr_stamp_ns(data: bytes) -> int:
     """``header.stamp`` [ns] of a serialized message that starts with a ``std_msgs/Header``
     (JointState, Odometry, Imu ...), read from its CDR bytes without deserializing it."""
@@ -458,62 +502,85 @@ def command_msg(values) -> Float64MultiArray:
 _ZEROS = np.zeros(36)
 
 
+_TEMPLATES: dict[tuple, _Template] = {}
+
+
+def _template(key: tuple, build) -> _Template:
+    tpl = _TEMPLATES.get(key)
+    if tpl is None:
+        tpl = _TEMPLATES.setdefault(key, _Template(build))
+    return tpl
+
+
 def command_cdr(values, stamp_ns: int | None = None) -> bytes:
     """Serialized ``std_msgs/Float64MultiArray`` as :func:`command_msg`, with the layout
     dimension ``stamp_ns=<ns>`` when ``stamp_ns`` is given (the state it answers)."""
-    values = np.asarray(values, dtype=float)
-    w = _CdrWriter()
-    w.u32(1 if stamp_ns is None else 2)
-    w.string("joints")
-    w.u32(values.size)
-    w.u32(values.size)
-    if stamp_ns is not None:
-        w.string(f"stamp_ns={stamp_ns}")
-        w.u32(0)
-        w.u32(0)
-    w.u32(0)  # data_offset
-    w.doubles(values, sequence=True)
-    return w.bytes()
+    data = _f8(values)
+    n = len(data) // 8
+    label = None if stamp_ns is None else f"stamp_ns={stamp_ns}".encode()
 
+    def build(w, hole):
+        w.u32(1 if label is None else 2)
+        w.string("joints")
+        w.u32(n)
+        w.u32(n)
+        if label is not None:
+            w.u32(len(label) + 1)  # a string: its length with the NUL, the bytes, the NUL
+            hole(len(label))
+            w.buf += b"\x00"
+            w.u32(0)
+            w.u32(0)
+        w.u32(0)  # data_offset
+        w.u32(n)
+        hole(8 * n, 8)
 
-_NAMES_CDR: dict[tuple[str, ...], bytes] = {}
+    if label is None:
+        return _template(("command", n), build).fill(data)
+    return _template(("command", n, len(label)), build).fill(label, data)
 
 
 def joint_state_cdr(stamp_ns: int, names, q_joints, v_joints, tau=None) -> bytes:
     """Serialized ``sensor_msgs/JointState`` as :func:`joint_state_msg` (no frame id)."""
-    w = _CdrWriter()
-    w.header(stamp_ns, "")  # 12 bytes of payload: the names start 4-aligned, always at the same offset
+    arrays = (_f8(q_joints), _f8(v_joints), b"" if tau is None else _f8(tau))
     names = tuple(names)
-    cached = _NAMES_CDR.get(names)
-    if cached is None:
-        part = _CdrWriter()
-        part.buf += bytes(len(w.buf) - 4)  # the same alignment as in the message
-        part.u32(len(names))
+
+    def build(w, hole):
+        hole(8, 4)  # header.stamp
+        w.string("")  # header.frame_id
+        w.u32(len(names))
         for name in names:
-            part.string(name)
-        cached = _NAMES_CDR.setdefault(names, bytes(part.buf[len(w.buf) :]))
-    w.buf += cached
-    w.doubles(q_joints, sequence=True)
-    w.doubles(v_joints, sequence=True)
-    w.doubles(() if tau is None else tau, sequence=True)
-    return w.bytes()
+            w.string(name)
+        for a in arrays:
+            w.u32(len(a) // 8)
+            hole(len(a), 8)
+
+    key = ("joint_state", names, *(len(a) for a in arrays))
+    return _template(key, build).fill(_stamp_bytes(stamp_ns), *arrays)
 
 
 def imu_cdr(stamp_ns: int, frame: str, orientation_xyzw, gyro, linear_acceleration) -> bytes:
     """Serialized ``sensor_msgs/Imu`` as :func:`imu_msg` (covariances zero)."""
-    w = _CdrWriter()
-    w.header(stamp_ns, frame)
-    w.doubles(np.concatenate([orientation_xyzw, _ZEROS[:9], gyro, _ZEROS[:9], linear_acceleration, _ZEROS[:9]]))
-    return w.bytes()
+
+    def build(w, hole):
+        hole(8, 4)
+        w.string(frame)
+        hole(8 * 37, 8)  # orientation and covariance, angular velocity and ..., linear acceleration and ...
+
+    values = np.concatenate([orientation_xyzw, _ZEROS[:9], gyro, _ZEROS[:9], linear_acceleration, _ZEROS[:9]])
+    return _template(("imu", frame), build).fill(_stamp_bytes(stamp_ns), _f8(values))
 
 
 def odometry_cdr(stamp_ns: int, q_base, v_base, child_frame: str) -> bytes:
     """Serialized ``nav_msgs/Odometry`` as :func:`odometry_msg` (covariances zero)."""
-    w = _CdrWriter()
-    w.header(stamp_ns, WORLD_FRAME)
-    w.string(child_frame)
-    w.doubles(np.concatenate([q_base[:7], _ZEROS, v_base[:6], _ZEROS]))
-    return w.bytes()
+
+    def build(w, hole):
+        hole(8, 4)
+        w.string(WORLD_FRAME)
+        w.string(child_frame)
+        hole(8 * (7 + 36 + 6 + 36), 8)  # pose and covariance, twist and covariance
+
+    values = np.concatenate([q_base[:7], _ZEROS, v_base[:6], _ZEROS])
+    return _template(("odometry", child_frame), build).fill(_stamp_bytes(stamp_ns), _f8(values))
 
 
 def wrench_cdr(stamp_ns: int, frame: str, wrench) -> bytes:
@@ -526,9 +593,7 @@ def wrench_cdr(stamp_ns: int, frame: str, wrench) -> bytes:
 
 def clock_cdr(stamp_ns: int) -> bytes:
     """Serialized ``rosgraph_msgs/Clock``."""
-    w = _CdrWriter()
-    w.time(stamp_ns)
-    return w.bytes()
+    return _CDR_HEADER + _stamp_bytes(stamp_ns)
 
 
 def command_from_msg(msg: Float64MultiArray) -> np.ndarray:
