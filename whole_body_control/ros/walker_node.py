@@ -14,7 +14,8 @@ Publishes:
     :class:`~whole_body_control.reference_trajectory.ReferenceBuffer` and docs/ros.md);
     every ``viz_period`` (state stamps): /walker/footsteps (nav_msgs/Path, upcoming
     footsteps), /walker/markers (visualization_msgs/MarkerArray: footsteps, ZMP, CoM,
-    support polygon), /walker/status (std_msgs/String, JSON: command, walking, steps).
+    support polygon), /walker/status (std_msgs/String, JSON: command, walking, steps,
+    ``batch_ms_max``: the longest reference batch since the last status, wall time).
 
 The walker runs at ``rate`` [Hz], driven by the state stamps (so that lockstep
 stays deterministic): when the state at ``ns`` arrives and the published samples
