@@ -604,8 +604,12 @@ def _writer_messages(ns, names, q, qd, tau, frame, values):
         w.doubles(values, sequence=True)
         commands.append(w.bytes())
     w = cv._CdrWriter()
+    w.header(ns, frame)
+    w.doubles(qd[:6])
+    wrench = w.bytes()
+    w = cv._CdrWriter()
     w.time(ns)
-    return js, imu, odom, commands, w.bytes()
+    return js, imu, odom, commands, wrench, w.bytes()
 
 
 def test_the_templated_1khz_messages_are_the_writers_bytes():
@@ -621,11 +625,12 @@ def test_the_templated_1khz_messages_are_the_writers_bytes():
         ns = int(rng.integers(0, 10 ** int(rng.integers(1, 13))))
         values = rng.normal(size=int(rng.integers(0, 40)))
         effort = tau if k % 3 else None
-        js, imu, odom, commands, clock = _writer_messages(ns, names, q, qd, effort, frame, values)
+        js, imu, odom, commands, wrench, clock = _writer_messages(ns, names, q, qd, effort, frame, values)
         assert cv.joint_state_cdr(ns, names, q, qd, effort) == js
         assert cv.imu_cdr(ns, frame, q[:4], q[4:7], qd[:3]) == imu
         assert cv.odometry_cdr(ns, q, qd, frame) == odom
         assert cv.command_cdr(values) == commands[0] and cv.command_cdr(values, ns) == commands[1]
+        assert cv.wrench_cdr(ns, frame, qd) == wrench
         assert cv.clock_cdr(ns) == clock
 
 

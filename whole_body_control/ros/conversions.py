@@ -140,7 +140,7 @@ class _CdrWriter:
     def time(self, ns: int) -> None:
         """A ``builtin_interfaces/Time`` or ``Duration`` of ``ns`` [ns]."""
         self.align(4)
-        self.buf += struct.pack("<iI", *divmod(ns, 1_000_000_000))
+        self.buf += _stamp_bytes(ns)
 
     def header(self, ns: int, frame: str) -> None:
         self.time(ns)
@@ -585,10 +585,13 @@ def odometry_cdr(stamp_ns: int, q_base, v_base, child_frame: str) -> bytes:
 
 def wrench_cdr(stamp_ns: int, frame: str, wrench) -> bytes:
     """Serialized ``geometry_msgs/WrenchStamped`` as :func:`wrench_msg`."""
-    w = _CdrWriter()
-    w.header(stamp_ns, frame)
-    w.doubles(wrench[:6])
-    return w.bytes()
+
+    def build(w, hole):
+        hole(8, 4)
+        w.string(frame)
+        hole(8 * 6, 8)  # force, torque
+
+    return _template(("wrench", frame), build).fill(_stamp_bytes(stamp_ns), _f8(wrench[:6]))
 
 
 def clock_cdr(stamp_ns: int) -> bytes:

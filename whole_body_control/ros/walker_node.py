@@ -48,7 +48,6 @@ import pinocchio as pin
 from geometry_msgs.msg import PoseStamped, Twist, TwistStamped
 from nav_msgs.msg import Odometry, Path
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import MultiDOFJointTrajectory
@@ -346,7 +345,7 @@ class WalkerNode(Node):
     def _seed_base(self, qj: np.ndarray, vj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Base pose and velocity without a base topic: the IMU's orientation, the lowest sole
         on z = 0 above the world origin (what :class:`LegOdometry` starts from)."""
-        quat, gyro, accel = cv.imu_from_msg(deserialize_message(self.imu, Imu))
+        _, quat, gyro, accel = cv.imu_from_cdr(self.imu)
         both = {"left": True, "right": True}
         p, v_world, R = LegOdometry(self.robot, 1e-3, 2e-2, 0.5).update(0.0, quat, gyro, accel, qj, vj, both)
         return np.concatenate([p, quat / np.linalg.norm(quat)]), np.concatenate([R.T @ v_world, gyro])
