@@ -125,7 +125,7 @@ def bridge(**params):
 @pytest.mark.ros
 def test_realtime_bridge_damps_when_commands_stop_and_resumes_on_a_fresh_one():
     robot = load_robot("talos")
-    kd, n, N = robot.kd_safe, robot.na, 3
+    kd, n, N = robot.safe_damping(0.001), robot.na, 3  # (one 1 ms step per period)
     hold = np.full(n, 3.0)  # [N m]: not what damping gives
 
     def damped(prev: JointState, msg: JointState) -> bool:

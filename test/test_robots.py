@@ -54,6 +54,36 @@ def test_model_dimensions(robot):
     assert np.all(robot.kd_safe >= 0)
 
 
+def _damping_growth(robot, kd: np.ndarray, period: float, q: np.ndarray) -> float:
+    """Largest eigenvalue modulus of ``v -> v - period M(q)^-1 S^T diag(kd) S v``: a
+    safe-mode command ``-kd v`` held over ``period`` on the free robot (the base's six
+    modes stay at 1: nothing pushes it)."""
+    M = pin.crba(robot.model, robot.model.createData(), q)
+    M = np.triu(M) + np.triu(M, 1).T
+    gain = np.zeros((robot.nv, robot.nv))
+    gain[6:, 6:] = np.diag(kd)
+    return float(np.abs(np.linalg.eigvals(np.eye(robot.nv) - period * np.linalg.solve(M, gain))).max())
+
+
+@pytest.mark.parametrize("period", [0.001, 0.002, 0.005])
+def test_the_safe_damping_is_stable_at_the_rate_it_is_commanded(robot, period):
+    rng = np.random.default_rng(7)
+    kd = robot.safe_damping(period)
+    assert np.all(kd <= robot.kd_safe) and np.all(kd >= 0)
+    if period == 0.001:  # the heaviest joint (a hip, the waist) keeps most of its gain
+        heavy = int(np.argmax(robot._joint_inertia()))
+        assert kd[heavy] >= 0.85 * robot.kd_safe[heavy]
+    worst = 0.0
+    for k in range(12):
+        q = robot.q_ref.copy()
+        if k:
+            q[7:] = np.clip(q[7:] + rng.normal(0.0, 0.3, robot.na), robot.q_lower, robot.q_upper)
+        worst = max(worst, _damping_growth(robot, kd, period, q))
+    assert worst <= 1.0 + 1e-9
+    if robot.name in ("talos", "g1"):  # the configured gains as they are: wrists, grippers, G1's ankle rolls grow
+        assert _damping_growth(robot, robot.kd_safe, period, robot.q_ref) > 2.0
+
+
 def test_mass_is_plausible(robot):
     low, high = MASS_RANGE.get(robot.name, (20.0, 150.0))
     assert low <= robot.mass <= high

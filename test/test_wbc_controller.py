@@ -337,7 +337,8 @@ def test_fallback_ladder_reuse_then_damping_when_the_qp_keeps_failing():
     # exception, never the last torque forever.
     assert statuses[: ctrl.config.safety.max_reuse_ticks] == ["reused"] * ctrl.config.safety.max_reuse_ticks
     assert statuses[-1] == "damping"
-    np.testing.assert_allclose(ctrl.cycle(q, v).tau, np.clip(-robot.kd_safe * v[6:], -robot.tau_max, robot.tau_max))
+    kd = robot.safe_damping(ctrl.config.control_period)
+    np.testing.assert_allclose(ctrl.cycle(q, v).tau, np.clip(-kd * v[6:], -robot.tau_max, robot.tau_max))
 
 
 def test_joint_position_look_ahead_gives_way_when_the_hard_rows_are_infeasible():

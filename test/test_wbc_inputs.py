@@ -142,7 +142,7 @@ def test_a_rejected_state_blends_toward_damping_at_the_rate_bound_and_control_re
     bad_q = q.copy()
     bad_q[7 + 3] = np.nan
     last = first.tau
-    damping = np.clip(-robot.kd_safe * v[6:], -robot.tau_max, robot.tau_max)
+    damping = np.clip(-robot.safe_damping(ctrl.config.control_period) * v[6:], -robot.tau_max, robot.tau_max)
     for k in range(1, 6):
         result = ctrl.cycle(bad_q, v)
         assert result.status == "damping"

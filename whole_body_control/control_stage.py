@@ -38,8 +38,9 @@ A ROS node (``ros/controller_node.py``) converts messages into an
 logic of its own.  Time is integer nanoseconds (message stamps), so that a
 lockstep run is reproducible to the bit.
 
-Safe state (``Command.damping``): ``tau = -kd_safe v`` with the joint
-velocities that are finite (zero for the others), clipped to the torque limits:
+Safe state (``Command.damping``): ``tau = -kd v`` with the joint velocities that
+are finite (zero for the others), ``kd`` the robot's ``safe_damping`` for the
+control period (stable on the light joints), clipped to the torque limits:
 never a non-finite value, never the last torque held.
 """
 
@@ -345,7 +346,7 @@ class ControlStage:
                 self._pending = None
                 if self._worker is not None:
                     self._submitted_ns = None  # it was due, never sent
-        tau = self.ctrl.damping_torques(self.last_v)
+        tau = self.ctrl.damping_torques(self.last_v, self.config.period)
         return Command(stamp_ns, self._clip(tau), True, "damping", reason)
 
     def _clip(self, tau: np.ndarray) -> np.ndarray:
@@ -748,7 +749,11 @@ class ControlStage:
         """The command between solves: the plan's torques with joint feedback toward its motion."""
         if plan.damping:
             return Command(
-                obs.stamp_ns, self._clip(self.ctrl.damping_torques(self.last_v)), True, "damping", plan.reason
+                obs.stamp_ns,
+                self._clip(self.ctrl.damping_torques(self.last_v, self.config.period)),
+                True,
+                "damping",
+                plan.reason,
             )
         if not self.config.hold_bandwidth:
             return Command(obs.stamp_ns, plan.tau, False, plan.status, plan.reason)  # clipped when planned

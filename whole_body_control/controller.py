@@ -284,6 +284,7 @@ class WholeBodyController:
         self._hip: np.ndarray | None = None  # this tick's hip strategy CoM acceleration [m/s^2] (see _guard_com)
         self._standing_tick = False  # standing this tick: the hip strategy and the attitude bound act (see _build)
         self._last_out: np.ndarray | None = None  # torques of the last tick, whatever its status
+        self._kd_safe: dict[float, np.ndarray] = {}  # safe-mode gains per hold period (_damping_target)
         self.reset(robot.q_ref)
         self._com_z0 = float(self.state.com[2] - self._ground_height())  # reference CoM height [m]
         self._base_frame = robot.model.getFrameId(robot.config.base_frame)
@@ -982,11 +983,17 @@ class WholeBodyController:
             )
         return self._damping(v, f"{reason}; joint damping", t0, warnings, dt)
 
-    def _damping_target(self, v: np.ndarray) -> np.ndarray:
-        """``-kd_safe v`` for the joints (non-finite entries of ``v`` read as 0), clipped to the limits."""
+    def _damping_target(self, v: np.ndarray, period: float | None = None) -> np.ndarray:
+        """``-kd v`` for the joints (non-finite entries of ``v`` read as 0), clipped to the
+        limits; ``kd``: ``robot.safe_damping`` for a command held ``period`` [s] (default the
+        control period)."""
+        period = self.config.control_period if period is None else period
+        kd = self._kd_safe.get(period)
+        if kd is None:
+            kd = self._kd_safe[period] = self.robot.safe_damping(period)
         vj = np.asarray(v, dtype=float)[6:] if np.shape(v) == (self.nv,) else np.zeros(self.na)
         vj = np.nan_to_num(vj, nan=0.0, posinf=0.0, neginf=0.0)
-        return np.clip(-self.robot.kd_safe * vj, -self.robot.tau_max, self.robot.tau_max)
+        return np.clip(-kd * vj, -self.robot.tau_max, self.robot.tau_max)
 
     def _damping(
         self, v: np.ndarray, reason: str, t0: float, warnings: list[str] | None = None, dt: float | None = None
@@ -1027,6 +1034,7 @@ class WholeBodyController:
         a solve (the control stage's supervisor: a latched fall, an unusable state)."""
         return self._result(np.asarray(tau, dtype=float), "damping", reason, time.perf_counter(), [])
 
-    def damping_torques(self, v: np.ndarray) -> np.ndarray:
-        """Safe-mode torques ``-kd v`` (finite, inside limits) for velocity ``v``."""
-        return self._damping_target(v)
+    def damping_torques(self, v: np.ndarray, period: float | None = None) -> np.ndarray:
+        """Safe-mode torques ``-kd v`` (finite, inside limits) for velocity ``v``, held
+        ``period`` [s] (default the control period; see ``RobotModel.safe_damping``)."""
+        return self._damping_target(v, period)
