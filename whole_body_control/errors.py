@@ -6,7 +6,7 @@ The root :class:`WbcError` and :class:`ConfigError` live in the base shared with
 
 from zmp_walker.base.errors import ConfigError, WbcError
 
-__all__ = ["WbcError", "ConfigError", "ModelError", "ModelMismatch", "StateError"]
+__all__ = ["WbcError", "ConfigError", "ModelError", "ModelMismatch", "StateError", "SimulationUnstable"]
 
 
 class ModelError(WbcError):
@@ -19,3 +19,7 @@ class ModelMismatch(ModelError):
 
 class StateError(WbcError, ValueError):
     """A robot state is invalid (non-finite, wrong size, unknown joint)."""
+
+
+class SimulationUnstable(WbcError):
+    """MuJoCo met a non-finite or huge acceleration and reset its state: the run is over."""

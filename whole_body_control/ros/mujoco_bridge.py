@@ -41,8 +41,8 @@ Modes:
     the tick, the period steps at the tick with the latest command held, and
     counts as a deadline miss.  Command timeout (``command_timeout_periods``
     N > 0): from the N-th consecutive period without a fresh command on, the held
-    command is replaced by joint damping ``tau = -kd_safe v`` (the robot's safe-mode
-    gains, applied at every simulation step) until a fresh command comes: a killed
+    command is replaced by joint damping ``tau = -kd v`` (the robot's safe-mode gains
+    for one simulation step, ``safe_damping``, applied at every step) until a fresh command comes: a killed
     controller does not leave its last torque applied (a forward_command_controller
     would).  Each entry into damping is logged and counted (``command_timeouts``).
 
@@ -70,7 +70,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Bool, Empty, Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from whole_body_control.errors import WbcError
+from whole_body_control.errors import SimulationUnstable, WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import (
@@ -227,6 +227,7 @@ class MujocoBridge(Node):
         self.sim = Simulation(self.robot, config)
         self._edit_model(p["mass_scale"], p["torso_added_mass"])
         self.gravity = float(np.linalg.norm(self.sim.model.opt.gravity))  # [m/s^2]
+        self.kd_safe = self.robot.safe_damping(self.sim.timestep)  # the command timeout's, per step
         self._set_gravity(0.0)
         self.delayed: list[np.ndarray] = []  # commands waiting for command_delay_periods
         self.noise_rng = np.random.default_rng(p["noise_seed"])
@@ -494,10 +495,15 @@ class MujocoBridge(Node):
             if len(self.delayed) > delay + 1:
                 self.delayed.pop(0)
             tau = self.delayed[0]
-        for _ in range(self.substeps):
-            self._set_gravity(self.sim.time)
-            self.applied = -self.robot.kd_safe * self.sim.v[6:] if damping else tau
-            self.sim.step(self.applied)
+        try:
+            for _ in range(self.substeps):
+                self._set_gravity(self.sim.time)
+                self.applied = -self.kd_safe * self.sim.v[6:] if damping else tau
+                self.sim.step(self.applied)
+        except SimulationUnstable as exc:  # MuJoCo reset the state: nothing left to simulate
+            self.get_logger().error(f"{exc}: the simulation stops")
+            self.fall.unstable(now * 1e-9, exc)
+            self.finished = True
         self.steps += 1
         end = self.p["end_time"]
         if end > 0 and self.now_ns() >= cv.seconds_to_ns(end):

@@ -62,6 +62,12 @@ class FallDetector:
                 self._cp_out_since = None
         return False
 
+    def unstable(self, t: float, error: Exception) -> None:
+        """The simulation broke down at ``t`` (``SimulationUnstable``): the end of the run,
+        a fall unless one was latched before."""
+        if self.reason is None:
+            self._fall(t, f"simulation unstable: {error}")
+
     def _fall(self, t: float, reason: str) -> bool:
         self.reason, self.time = reason, t
         return True

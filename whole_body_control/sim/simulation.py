@@ -57,7 +57,7 @@ if not os.environ.get("DISPLAY") and not os.environ.get("MUJOCO_GL"):
 
 import mujoco  # noqa: E402  (after choosing the GL backend)
 
-from whole_body_control.errors import ModelError, StateError  # noqa: E402
+from whole_body_control.errors import ModelError, SimulationUnstable, StateError  # noqa: E402
 from whole_body_control.geometry import convex_hull  # noqa: E402
 from whole_body_control.robot import RobotModel, resolve_package_uri  # noqa: E402
 
@@ -429,6 +429,14 @@ class _Push:
     steps_left: int
 
 
+# MuJoCo's warnings after which it resets its state (mj_checkPos, mj_checkVel, mj_checkAcc)
+_BAD_STATE = (
+    (mujoco.mjtWarning.mjWARN_BADQPOS, "a non-finite or huge position"),
+    (mujoco.mjtWarning.mjWARN_BADQVEL, "a non-finite or huge velocity"),
+    (mujoco.mjtWarning.mjWARN_BADQACC, "a non-finite or huge acceleration"),
+)
+
+
 class Simulation:
     """A MuJoCo simulation of ``robot``; states in Pinocchio convention.
 
@@ -537,13 +545,16 @@ class Simulation:
 
         Raises:
             StateError (a ValueError): ``tau`` has the wrong size or is not finite.
+            SimulationUnstable: MuJoCo met a bad state and reset it (see :meth:`_check_stable`).
         """
         tau = self._check("tau", tau, self.robot.na)
         self.data.ctrl[self.index.actuator] = tau
+        t0 = self.data.time
         if not self._pushes:
             self.data.xfrc_applied[:] = 0.0
             self._steps += nstep
             mujoco.mj_step(self.model, self.data, nstep)
+            self._check_stable(t0)
             return
         for _ in range(nstep):
             self.data.xfrc_applied[:] = 0.0
@@ -553,6 +564,22 @@ class Simulation:
             self._pushes = [p for p in self._pushes if p.steps_left > 0]
             self._steps += 1
             mujoco.mj_step(self.model, self.data)
+        self._check_stable(t0)
+
+    def _check_stable(self, t0: float) -> None:
+        """Raise :class:`SimulationUnstable` when MuJoCo found a bad state since
+        :meth:`reset`: it then resets its state to the model's and its time to 0 on its own,
+        and a run that went on would read a robot standing at the origin (a G1 "fell" at
+        t = 0.001 s with its base at 0 m)."""
+        for kind, what in _BAD_STATE:
+            warning = self.data.warning[kind]
+            if warning.number:
+                dof = int(warning.lastinfo)
+                if kind != mujoco.mjtWarning.mjWARN_BADQPOS and 0 <= dof < self.model.nv:
+                    what += f" of joint '{self.model.joint(self.model.dof_jntid[dof]).name}'"
+                raise SimulationUnstable(
+                    f"MuJoCo: the simulation went unstable after t = {t0:.4f} s ({what}); MuJoCo reset its state"
+                )
 
     def push(self, body_name: str, force_world: np.ndarray, duration: float) -> None:
         """Apply ``force_world`` [N] (world frame, at the body's CoM) to ``body_name``
