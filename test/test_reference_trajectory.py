@@ -509,3 +509,69 @@ def test_walker_node_rejects_a_horizon_shorter_than_its_period():
             procs.stop()
     assert proc.returncode != 0
     assert "parameter 'horizon' (0.01 s) must be at least 1/rate (0.02 s)" in (logs / "zmp_walker.log").read_text()
+
+
+@pytest.mark.ros
+def test_a_polling_walker_answers_the_newest_state_through_its_remaps(robot):
+    """Real time (``state_poll_period``): the walker reads the newest joint states and base
+    state (remapped to the ground truth, as the sim graph does) every 2 ms instead of on
+    every message; each due state is answered, the states between are passed over."""
+    horizon = 0.03  # [s]
+    params = {"robot": "talos", "rate": 100.0, "horizon": horizon, "sample_period": 0.0, "control_period": 0.001}
+    params.update(com_mode="reference", state_history=1, state_poll_period=0.002)
+    spec = NodeSpec(*WALKER, (str(params_path("sim")),), params, (("base_state", GROUND_TRUTH),))
+    got: list[ReferenceTrajectory] = []
+    due = [k * 10 * MS for k in range(8)]
+    with domain_id() as did:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        logs = Path(tempfile.mkdtemp(prefix="wbc_test_walker_"))
+        procs = Processes([spec], graph_env(did), logs)
+        node = None
+        try:
+            node = Node("walker_test_driver", context=context)
+            executor = rclpy.executors.SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            node.create_subscription(
+                MultiDOFJointTrajectory,
+                "/walker/reference",
+                lambda b: got.append(cv.reference_trajectory_from_cdr(b)),
+                100,
+                raw=True,
+            )
+            js_pub = node.create_publisher(JointState, "/joint_states", 10)
+            odom_pub = node.create_publisher(Odometry, GROUND_TRUTH, 10)
+
+            def spin_until(cond, what, timeout=15.0):
+                deadline = time.monotonic() + timeout
+                while not cond():
+                    assert not procs.dead(), procs.dead()
+                    assert time.monotonic() < deadline, f"timed out waiting for {what} (logs in {logs})"
+                    executor.spin_once(timeout_sec=0.01)
+
+            def up():
+                executor.spin_once(timeout_sec=0.2)
+                return node.count_subscribers("/joint_states") > 0 and node.count_subscribers(GROUND_TRUTH) > 0
+
+            spin_until(up, "the walker node's sampler", timeout=90.0)
+            names = node.get_node_names()
+            assert "zmp_walker" in names and "zmp_walker_state_sampler" in names, names
+            for ns in due:
+                for between in range(ns - 9 * MS, ns, MS) if ns else ():  # passed over, unless polled
+                    for msg, pub in zip(_state_msgs(robot, between), (js_pub, odom_pub)):
+                        pub.publish(msg)
+                js, odom = _state_msgs(robot, ns)
+                js_pub.publish(js)
+                odom_pub.publish(odom)
+                end = ns + round(horizon * 1e9)
+                spin_until(lambda end=end: got and got[-1].end_ns == end, f"the trajectory of the state at {ns} ns")
+        finally:
+            if node is not None:
+                node.destroy_node()
+            rclpy.shutdown(context=context)
+            procs.stop()
+    assert all(p.poll() is not None for _, p, _ in procs.procs)
+    assert got[0].start_ns == 0
+    for prev, traj in zip(got, got[1:]):
+        assert traj.start_ns == prev.end_ns and traj.end_ns > prev.end_ns  # continued, never ahead of a state
+    assert got[-1].end_ns == due[-1] + round(horizon * 1e9)

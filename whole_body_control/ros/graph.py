@@ -185,6 +185,8 @@ def sim_graph(
 # quiet: 1,240 and 1,350; the same final pose to the bit)
 LOCKSTEP_PRIORITY = 40
 
+WALKER_POLL_PERIOD = 0.002  # [s] real time: the walker reads the newest state this often (see _timing)
+
 
 def _driver_priority(node, priority: int) -> bool:
     """This process's threads (the driver's rclpy and DDS threads) at SCHED_FIFO ``priority``,
@@ -207,9 +209,12 @@ def _timing(lockstep: bool) -> tuple[dict, dict]:
     state.  Lockstep: fixed time steps, a solve's plan taken two states later
     (reproducible with a worker), the walker on every state in order (its DCM feedback),
     and one SCHED_FIFO priority for every node (``LOCKSTEP_PRIORITY``; without the rtprio
-    right the nodes log it and run as they are, with the same result, only slower)."""
+    right the nodes log it and run as they are, with the same result, only slower).  Real
+    time: the walker polls the newest state every ``WALKER_POLL_PERIOD``."""
     if not lockstep:
-        return {"fixed_dt": False, "solve_wait": 0}, {"state_history": 1}
+        # the walker polls the newest state every 2 ms rather than wake on each of the 1 kHz
+        # joint states and base states (its batches come every 4 to 10 ms)
+        return {"fixed_dt": False, "solve_wait": 0}, {"state_history": 1, "state_poll_period": WALKER_POLL_PERIOD}
     prio = {"realtime_priority": LOCKSTEP_PRIORITY}
     return {"fixed_dt": True, "solve_wait": 2, **prio}, {"state_history": 64, **prio}
 
