@@ -13,6 +13,7 @@ its own rate.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -357,6 +358,45 @@ def _state_msgs(robot, ns: int):
     return js, cv.odometry_msg(stamp, q[:7], v[:6], "base_link")
 
 
+class _Driver:
+    """A test's side of a walker node in its own process (its own domain): a node to publish
+    and subscribe with, and ``spin_until``."""
+
+    def __init__(self, context, procs: Processes, logs: Path):
+        self.procs, self.logs = procs, logs
+        self.node = Node("walker_test_driver", context=context)
+        self.executor = rclpy.executors.SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+
+    def spin_until(self, cond, what, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while not cond():
+            assert not self.procs.dead(), self.procs.dead()
+            assert time.monotonic() < deadline, f"timed out waiting for {what} (logs in {self.logs})"
+            self.executor.spin_once(timeout_sec=0.01)
+
+
+@contextlib.contextmanager
+def _walker_process(spec: NodeSpec):
+    """The walker node ``spec`` started in a fresh domain, with a :class:`_Driver`; every
+    process it started is gone afterwards."""
+    with domain_id() as did:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        logs = Path(tempfile.mkdtemp(prefix="wbc_test_walker_"))
+        procs = Processes([spec], graph_env(did), logs)
+        driver = None
+        try:
+            driver = _Driver(context, procs, logs)
+            yield driver
+        finally:
+            if driver is not None:
+                driver.node.destroy_node()
+            rclpy.shutdown(context=context)
+            procs.stop()
+    assert all(p.poll() is not None for _, p, _ in procs.procs)
+
+
 @pytest.mark.ros
 @pytest.mark.parametrize("com_mode, sample_period", [("reference", 0.0), ("dcm", 0.0), ("reference", 0.005)])
 def test_walker_node_publishes_at_its_rate_and_cmd_vel_changes_the_plan(robot, com_mode, sample_period):
@@ -378,83 +418,62 @@ def test_walker_node_publishes_at_its_rate_and_cmd_vel_changes_the_plan(robot, c
     walk_from_state = 100 * MS  # /cmd_vel sent after the trajectory of this state
     states = [k * MS for k in range(201)]
     jump, reset = 500 * MS, 0  # then: states jump ahead (real time, a pause); time goes back (reset)
-    with domain_id() as did:
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=did)
-        logs = Path(tempfile.mkdtemp(prefix="wbc_test_walker_"))
-        procs = Processes([spec], graph_env(did), logs)
-        node = None
-        try:
-            node = Node("walker_test_driver", context=context)
-            executor = rclpy.executors.SingleThreadedExecutor(context=context)
-            executor.add_node(node)
-            node.create_subscription(
-                MultiDOFJointTrajectory,
-                "/walker/reference",
-                lambda m: got_typed.append(cv.reference_trajectory_from_msg(m)),
-                100,
+    with _walker_process(spec) as driver:
+        node, executor, spin_until = driver.node, driver.executor, driver.spin_until
+        node.create_subscription(
+            MultiDOFJointTrajectory,
+            "/walker/reference",
+            lambda m: got_typed.append(cv.reference_trajectory_from_msg(m)),
+            100,
+        )
+        node.create_subscription(
+            MultiDOFJointTrajectory,
+            "/walker/reference",
+            lambda b: got_raw.append(cv.reference_trajectory_from_cdr(b)),
+            100,
+            raw=True,
+        )
+        node.create_subscription(String, "/walker/status", lambda m: status.append(json.loads(m.data)), 100)
+        js_pub = node.create_publisher(JointState, "/joint_states", 10)
+        odom_pub = node.create_publisher(Odometry, GROUND_TRUTH, 10)
+        cmd_pub = node.create_publisher(Twist, "/cmd_vel", 10)
+
+        def publish_state(ns, answered: bool):
+            js, odom = _state_msgs(robot, ns)
+            count = len(got_typed)
+            js_pub.publish(js)
+            odom_pub.publish(odom)
+            if answered:  # due: its trajectory comes before the next state is sent
+                spin_until(lambda: len(got_typed) > count and len(got_raw) > count, f"state {ns}")
+            else:
+                executor.spin_once(timeout_sec=0.001)
+
+        # up and discovered both ways: a /cmd_vel (zero: no change) answered by a status
+        def up():
+            cmd_pub.publish(Twist())
+            executor.spin_once(timeout_sec=0.2)
+            return (
+                status
+                and node.count_subscribers("/joint_states") > 0
+                and node.count_subscribers(GROUND_TRUTH) > 0
+                and node.count_publishers("/walker/reference") > 0
             )
-            node.create_subscription(
-                MultiDOFJointTrajectory,
-                "/walker/reference",
-                lambda b: got_raw.append(cv.reference_trajectory_from_cdr(b)),
-                100,
-                raw=True,
-            )
-            node.create_subscription(String, "/walker/status", lambda m: status.append(json.loads(m.data)), 100)
-            js_pub = node.create_publisher(JointState, "/joint_states", 10)
-            odom_pub = node.create_publisher(Odometry, GROUND_TRUTH, 10)
-            cmd_pub = node.create_publisher(Twist, "/cmd_vel", 10)
 
-            def spin_until(cond, what, timeout=15.0):
-                deadline = time.monotonic() + timeout
-                while not cond():
-                    assert not procs.dead(), procs.dead()
-                    assert time.monotonic() < deadline, f"timed out waiting for {what} (logs in {logs})"
-                    executor.spin_once(timeout_sec=0.01)
-
-            def publish_state(ns, answered: bool):
-                js, odom = _state_msgs(robot, ns)
-                count = len(got_typed)
-                js_pub.publish(js)
-                odom_pub.publish(odom)
-                if answered:  # due: its trajectory comes before the next state is sent
-                    spin_until(lambda: len(got_typed) > count and len(got_raw) > count, f"state {ns}")
-                else:
-                    executor.spin_once(timeout_sec=0.001)
-
-            # up and discovered both ways: a /cmd_vel (zero: no change) answered by a status
-            def up():
-                cmd_pub.publish(Twist())
-                executor.spin_once(timeout_sec=0.2)
-                return (
-                    status
-                    and node.count_subscribers("/joint_states") > 0
-                    and node.count_subscribers(GROUND_TRUTH) > 0
-                    and node.count_publishers("/walker/reference") > 0
-                )
-
-            spin_until(up, "the walker node", timeout=90.0)
-            for ns in states:
-                publish_state(ns, answered=ns % (10 * MS) == 0)
-                if ns == walk_from_state:
-                    walk = Twist()
-                    walk.linear.x = 0.3
-                    cmd_pub.publish(walk)
-                    spin_until(lambda: status[-1]["cmd_vel"][0] == 0.3 and status[-1]["pending"], "the /cmd_vel")
-            n_batches = len(states) // 10 + 1
-            spin_until(lambda: status[-1]["trajectories"] == n_batches, "the status of the last batch")
-            status_walking = status[-1]
-            publish_state(jump, answered=True)
-            publish_state(reset, answered=True)
-            for _ in range(20):
-                executor.spin_once(timeout_sec=0.01)
-        finally:
-            if node is not None:
-                node.destroy_node()
-            rclpy.shutdown(context=context)
-            procs.stop()
-    assert all(p.poll() is not None for _, p, _ in procs.procs)
+        spin_until(up, "the walker node", timeout=90.0)
+        for ns in states:
+            publish_state(ns, answered=ns % (10 * MS) == 0)
+            if ns == walk_from_state:
+                walk = Twist()
+                walk.linear.x = 0.3
+                cmd_pub.publish(walk)
+                spin_until(lambda: status[-1]["cmd_vel"][0] == 0.3 and status[-1]["pending"], "the /cmd_vel")
+        n_batches = len(states) // 10 + 1
+        spin_until(lambda: status[-1]["trajectories"] == n_batches, "the status of the last batch")
+        status_walking = status[-1]
+        publish_state(jump, answered=True)
+        publish_state(reset, answered=True)
+        for _ in range(20):
+            executor.spin_once(timeout_sec=0.01)
 
     # one trajectory per 1/rate of state stamps (none for the states between), each reaching ns + horizon
     state_ns = [ns for ns in states if ns % (10 * MS) == 0] + [jump, reset]
@@ -522,55 +541,34 @@ def test_a_polling_walker_answers_the_newest_state_through_its_remaps(robot):
     spec = NodeSpec(*WALKER, (str(params_path("sim")),), params, (("base_state", GROUND_TRUTH),))
     got: list[ReferenceTrajectory] = []
     due = [k * 10 * MS for k in range(8)]
-    with domain_id() as did:
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=did)
-        logs = Path(tempfile.mkdtemp(prefix="wbc_test_walker_"))
-        procs = Processes([spec], graph_env(did), logs)
-        node = None
-        try:
-            node = Node("walker_test_driver", context=context)
-            executor = rclpy.executors.SingleThreadedExecutor(context=context)
-            executor.add_node(node)
-            node.create_subscription(
-                MultiDOFJointTrajectory,
-                "/walker/reference",
-                lambda b: got.append(cv.reference_trajectory_from_cdr(b)),
-                100,
-                raw=True,
-            )
-            js_pub = node.create_publisher(JointState, "/joint_states", 10)
-            odom_pub = node.create_publisher(Odometry, GROUND_TRUTH, 10)
+    with _walker_process(spec) as driver:
+        node, executor, spin_until = driver.node, driver.executor, driver.spin_until
+        node.create_subscription(
+            MultiDOFJointTrajectory,
+            "/walker/reference",
+            lambda b: got.append(cv.reference_trajectory_from_cdr(b)),
+            100,
+            raw=True,
+        )
+        js_pub = node.create_publisher(JointState, "/joint_states", 10)
+        odom_pub = node.create_publisher(Odometry, GROUND_TRUTH, 10)
 
-            def spin_until(cond, what, timeout=15.0):
-                deadline = time.monotonic() + timeout
-                while not cond():
-                    assert not procs.dead(), procs.dead()
-                    assert time.monotonic() < deadline, f"timed out waiting for {what} (logs in {logs})"
-                    executor.spin_once(timeout_sec=0.01)
+        def up():
+            executor.spin_once(timeout_sec=0.2)
+            return node.count_subscribers("/joint_states") > 0 and node.count_subscribers(GROUND_TRUTH) > 0
 
-            def up():
-                executor.spin_once(timeout_sec=0.2)
-                return node.count_subscribers("/joint_states") > 0 and node.count_subscribers(GROUND_TRUTH) > 0
-
-            spin_until(up, "the walker node's sampler", timeout=90.0)
-            names = node.get_node_names()
-            assert "zmp_walker" in names and "zmp_walker_state_sampler" in names, names
-            for ns in due:
-                for between in range(ns - 9 * MS, ns, MS) if ns else ():  # passed over, unless polled
-                    for msg, pub in zip(_state_msgs(robot, between), (js_pub, odom_pub)):
-                        pub.publish(msg)
-                js, odom = _state_msgs(robot, ns)
-                js_pub.publish(js)
-                odom_pub.publish(odom)
-                end = ns + round(horizon * 1e9)
-                spin_until(lambda end=end: got and got[-1].end_ns == end, f"the trajectory of the state at {ns} ns")
-        finally:
-            if node is not None:
-                node.destroy_node()
-            rclpy.shutdown(context=context)
-            procs.stop()
-    assert all(p.poll() is not None for _, p, _ in procs.procs)
+        spin_until(up, "the walker node's sampler", timeout=90.0)
+        names = node.get_node_names()
+        assert "zmp_walker" in names and "zmp_walker_state_sampler" in names, names
+        for ns in due:
+            for between in range(ns - 9 * MS, ns, MS) if ns else ():  # passed over, unless polled
+                for msg, pub in zip(_state_msgs(robot, between), (js_pub, odom_pub)):
+                    pub.publish(msg)
+            js, odom = _state_msgs(robot, ns)
+            js_pub.publish(js)
+            odom_pub.publish(odom)
+            end = ns + round(horizon * 1e9)
+            spin_until(lambda end=end: got and got[-1].end_ns == end, f"the trajectory of the state at {ns} ns")
     assert got[0].start_ns == 0
     for prev, traj in zip(got, got[1:]):
         assert traj.start_ns == prev.end_ns and traj.end_ns > prev.end_ns  # continued, never ahead of a state
