@@ -144,6 +144,47 @@ def test_graphs_remap_the_base_state_and_use_the_parameter_files():
     assert ("base_state", GROUND_TRUTH) in kw["remappings"]
 
 
+def test_real_time_graphs_read_the_states_best_effort_and_lockstep_reliably():
+    for lockstep in (False, True):
+        for graph in (sim_graph("talos", lockstep=lockstep), hardware_graph("talos", lockstep=lockstep)):
+            nodes = {s.name: s.parameters for s in graph}
+            for name in ("whole_body_controller", "zmp_walker"):
+                assert nodes[name].get("state_best_effort", False) is not lockstep, (name, lockstep)
+            assert nodes["zmp_walker"].get("state_poll_period", 0.0) == (0.0 if lockstep else 0.002)
+
+
+@pytest.mark.ros
+def test_a_best_effort_state_reader_takes_a_reliable_writers_newest_samples():
+    """As from a ros2_control broadcaster (reliable): the real-time nodes' best-effort
+    readers match it and receive its samples."""
+    from whole_body_control.ros.qos import STATE_QOS, state_qos
+
+    got = []
+    with domain_id() as did:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=did)
+        try:
+            node = Node("qos_test", context=context)
+            pub = node.create_publisher(JointState, "/joint_states", STATE_QOS)
+            node.create_subscription(JointState, "/joint_states", got.append, state_qos(1, best_effort=True))
+            executor = rclpy.executors.SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            deadline = time.monotonic() + 10.0
+            k = 0
+            while len(got) < 5:
+                assert time.monotonic() < deadline, "no sample through a reliable writer to a best-effort reader"
+                msg = JointState()
+                msg.header.stamp.nanosec = k
+                pub.publish(msg)
+                k += 1
+                executor.spin_once(timeout_sec=0.01)
+            node.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)
+    stamps = [m.header.stamp.nanosec for m in got]
+    assert stamps == sorted(stamps)
+
+
 @pytest.mark.parametrize("name", ["sim.launch.py", "bringup.launch.py"])
 def test_launch_files_are_thin_and_declare_described_arguments(name):
     tree = ast.parse((ROOT / "launch" / name).read_text())

@@ -73,7 +73,7 @@ from whole_body_control.ros.params import (
     result,
     spin,
 )
-from whole_body_control.ros.qos import COMMAND_QOS, REFERENCE_QOS, STATE_QOS
+from whole_body_control.ros.qos import COMMAND_QOS, REFERENCE_QOS, state_qos
 
 PARAMS = [
     REALTIME_PRIORITY,
@@ -113,6 +113,13 @@ PARAMS = [
     Param("stale_periods", 3, "joint states older than this many control periods -> damping", (1, 100000)),
     Param("reference_sync", "exact", "walking reference: 'exact' (lockstep: wait for it), 'latest' or 'none'"),
     Param("base_sync", "exact", "external base state: 'exact' (same stamp as the joint states) or 'latest'"),
+    Param(
+        "state_best_effort",
+        False,
+        "real time: the state subscriptions are best effort (no acknowledgements with the robot's reliable "
+        "publishers; the newest sample wins); lockstep needs them reliable",
+        read_only=True,
+    ),
     Param("base_timeout", 0.01, "base_sync latest: largest base-state age accepted [s]", (0.0, 10.0)),
     Param(
         "reference_timeout",
@@ -274,14 +281,17 @@ class ControllerNode(Node):
         self.diag_array_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # the state topics arrive serialized: their fields are read at their CDR offsets
         # (conversions.*_from_cdr), a few us each instead of 45 to 130 us as message objects
-        self.create_subscription(JointState, p["joint_states_topic"], self.on_joint_states, STATE_QOS, raw=True)
-        self.create_subscription(Imu, p["imu_topic"], self.on_imu, STATE_QOS, raw=True)
+        if p["state_best_effort"] and self.lockstep_sync:
+            raise WbcError("parameter 'state_best_effort' needs reference_sync and base_sync other than 'exact'")
+        qos = state_qos(1, best_effort=p["state_best_effort"])
+        self.create_subscription(JointState, p["joint_states_topic"], self.on_joint_states, qos, raw=True)
+        self.create_subscription(Imu, p["imu_topic"], self.on_imu, qos, raw=True)
         for side, topic in self.wrench_topics.items():
-            self.create_subscription(WrenchStamped, topic, lambda m, s=side: self.on_wrench(s, m), STATE_QOS, raw=True)
+            self.create_subscription(WrenchStamped, topic, lambda m, s=side: self.on_wrench(s, m), qos, raw=True)
         self.base_topic = None
         if p["estimator"] == "external":
             self.base_topic = self.resolve_topic_name("base_state")
-            self.create_subscription(Odometry, "base_state", self.on_base, STATE_QOS, raw=True)
+            self.create_subscription(Odometry, "base_state", self.on_base, qos, raw=True)
         if self.refs is not None:
             # raw CDR: rclpy takes 17 to 31 ms to build a 30-point trajectory message in Python
             self.create_subscription(

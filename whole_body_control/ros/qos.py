@@ -3,13 +3,18 @@
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 
-def state_qos(depth: int) -> QoSProfile:
+def state_qos(depth: int, best_effort: bool = False) -> QoSProfile:
     """State subscriptions keeping ``depth`` samples.  The walker in lockstep with DCM feedback
     needs every state in order (a walker busy with a batch catches up on stamps, ~5 us each):
     the state that makes a batch due is the one measured, and a dropped state would make
     another one measured.  In real time only the newest matters (a deep queue would make a
-    late walker work through stale states)."""
-    return QoSProfile(depth=int(depth), reliability=ReliabilityPolicy.RELIABLE)
+    late walker work through stale states).
+
+    ``best_effort`` (real time): a best-effort reader matches a reliable writer (a
+    ros2_control broadcaster, the bridge) and takes part in no acknowledgements: the writer
+    neither waits for it nor resends to it, and the reader keeps the newest sample."""
+    reliability = ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE
+    return QoSProfile(depth=int(depth), reliability=reliability)
 
 
 # State (joint states, IMU, odometry, wrenches): only the newest sample matters.

@@ -149,6 +149,13 @@ PARAMS = [
         read_only=True,
     ),
     Param(
+        "state_best_effort",
+        False,
+        "real time: the state subscriptions are best effort (no acknowledgements with the robot's reliable "
+        "publishers); lockstep needs every state",
+        read_only=True,
+    ),
+    Param(
         "state_history",
         1,
         "depth of the state subscriptions: 1 takes the newest state (real time); lockstep with com_mode dcm "
@@ -227,7 +234,7 @@ class WalkerNode(Node):
         else:
             self.create_subscription(Twist, "/cmd_vel", self.on_cmd_vel, 10)
         self.create_subscription(PoseStamped, "/goal_pose", self.on_goal, 10)
-        qos = state_qos(p["state_history"])
+        qos = state_qos(p["state_history"], best_effort=p["state_best_effort"])
         self._polled: dict[str, object] = {}  # (state_poll_period) the sampler's subscriptions
         self._sampler: Node | None = None
         if p["state_poll_period"] > 0:
