@@ -247,7 +247,7 @@ class RobotModel:
 
         Held over a period, ``-kd v`` changes a joint's velocity by ``a = kd period / I``
         times itself (``I`` its inertia with the rest of the robot free, at ``q_ref``): from
-        ``a > 2`` on it reverses and grows the velocity every period.  At 1 kHz a G1 wrist
+        ``a > 1`` on it reverses the velocity every period, from ``a > 2`` on it grows it too.  At 1 kHz a G1 wrist
         roll has ``a`` = 8 (``I`` = 0.37 g m^2, ``kd`` = 3), a Talos gripper 17: the damping
         made them flap at 50 rad/s between the torque limits within 5 ms, and a MuJoCo run
         went unstable.  Here ``kd / (1 + SAFE_DAMPING_MARGIN a)``: a joint's velocity shrinks

@@ -213,8 +213,8 @@ def _timing(lockstep: bool) -> tuple[dict, dict]:
     time: the walker polls the newest state every ``WALKER_POLL_PERIOD``."""
     if not lockstep:
         # the walker polls the newest state every 2 ms rather than wake on each of the 1 kHz
-        # joint states and base states (its batches come every 4 to 10 ms)
-        # and both read the states best effort: no acknowledgements with the robot's writers
+        # joint states and base states (its batches come every 4 to 10 ms); the controller and
+        # the walker read the states best effort: no acknowledgements with the robot's writers
         ctrl = {"fixed_dt": False, "solve_wait": 0, "state_best_effort": True}
         return ctrl, {"state_history": 1, "state_poll_period": WALKER_POLL_PERIOD, "state_best_effort": True}
     prio = {"realtime_priority": LOCKSTEP_PRIORITY}

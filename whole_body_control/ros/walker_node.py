@@ -24,9 +24,9 @@ published one + ``sample_period`` up to ``ns + horizon`` (one ``cycle(t)`` each,
 increasing ``t``) and publishes them as one trajectory; every other state costs a
 dictionary look-up.  In real time (``state_poll_period`` > 0, as the graphs set it) the
 walker reads the newest state every poll instead of handling each one: a batch
-starts up to a poll later, on the state of that moment.  The first state seeds the walker and is answered at once;
-a state older than the last one (reset) re-seeds it.  /cmd_vel and goal changes
-apply from the first sample of the next batch.  With ``com_mode: dcm`` the CoM
+starts up to a poll later, on the state of that moment.  The first state seeds the
+walker and is answered at once; a state older than the last one (reset) re-seeds it.
+/cmd_vel and goal changes apply from the first sample of the next batch.  With ``com_mode: dcm`` the CoM
 measured in the triggering state feeds every sample of its batch.  The contact
 flags are those the controller should use: a foot is released ``contact_lead``
 [s] before its lift-off (the force ramp of the controller).  A velocity command
