@@ -169,8 +169,13 @@ def test_an_unstable_step_is_an_error_not_a_silent_restart(sim):
     sim.reset()
     sim.step(np.zeros(sim.robot.na))
     sim.data.qvel[-1] = 1e12  # [rad/s]: MuJoCo's accelerations overflow, it resets its state
-    with pytest.raises(SimulationUnstable, match=r"unstable after t = 0\.0010 s .*joint '"):
+    last = sim.model.joint(sim.model.dof_jntid[sim.model.nv - 1]).name
+    with pytest.raises(SimulationUnstable, match=rf"unstable after t = 0\.0010 s .*joint '.*before the step: {last} .* 1e\+12"):
         sim.step(np.zeros(sim.robot.na), 2)
+    assert sim.time == pytest.approx(0.001) and sim.data.qvel[-1] == 1e12  # the state before the step, not MuJoCo's reset
+    np.testing.assert_allclose(sim.q[:3], sim.robot.q_ref[:3], atol=0.01)
+    with pytest.raises(SimulationUnstable):  # nothing left to simulate
+        sim.step(np.zeros(sim.robot.na))
     sim.reset()  # a reset clears it
     sim.step(np.zeros(sim.robot.na))
 

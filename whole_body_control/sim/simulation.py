@@ -483,6 +483,8 @@ class Simulation:
         }
         self.imu_site = self.model.site(IMU_SITE).id
         self._steps = 0  # steps and resets so far: the key of the loads cache
+        # the state at the start of the last step(): restored when MuJoCo blows up in it
+        self._qpos_before, self._qvel_before = np.zeros(self.model.nq), np.zeros(self.model.nv)
         self._loads_cache: tuple | None = None  # (key, loads, total) of _sole_loads
         self._pushes: list[_Push] = []
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
@@ -545,11 +547,14 @@ class Simulation:
 
         Raises:
             StateError (a ValueError): ``tau`` has the wrong size or is not finite.
-            SimulationUnstable: MuJoCo met a bad state and reset it (see :meth:`_check_stable`).
+            SimulationUnstable: MuJoCo met a bad state; the state before the call is
+                back (see :meth:`_check_stable`).
         """
         tau = self._check("tau", tau, self.robot.na)
         self.data.ctrl[self.index.actuator] = tau
         t0 = self.data.time
+        self._qpos_before[:] = self.data.qpos
+        self._qvel_before[:] = self.data.qvel
         if not self._pushes:
             self.data.xfrc_applied[:] = 0.0
             self._steps += nstep
@@ -570,15 +575,23 @@ class Simulation:
         """Raise :class:`SimulationUnstable` when MuJoCo found a bad state since
         :meth:`reset`: it then resets its state to the model's and its time to 0 on its own,
         and a run that went on would read a robot standing at the origin (a G1 "fell" at
-        t = 0.001 s with its base at 0 m)."""
+        t = 0.001 s with its base at 0 m).  The state and time before the failing
+        :meth:`step` are put back (what a report reads), and every later step raises
+        again until :meth:`reset`."""
         for kind, what in _BAD_STATE:
             warning = self.data.warning[kind]
             if warning.number:
                 dof = int(warning.lastinfo)
                 if kind != mujoco.mjtWarning.mjWARN_BADQPOS and 0 <= dof < self.model.nv:
                     what += f" of joint '{self.model.joint(self.model.dof_jntid[dof]).name}'"
+                fast = int(np.argmax(np.abs(self._qvel_before)))
+                before = f"{self.model.joint(self.model.dof_jntid[fast]).name} (dof {fast}) at {self._qvel_before[fast]:.3g}"
+                # the state before the step rather than MuJoCo's reset one (the robot at its origin at t = 0)
+                self.data.qpos[:], self.data.qvel[:], self.data.time = self._qpos_before, self._qvel_before, t0
+                mujoco.mj_forward(self.model, self.data)
                 raise SimulationUnstable(
-                    f"MuJoCo: the simulation went unstable after t = {t0:.4f} s ({what}); MuJoCo reset its state"
+                    f"MuJoCo: the simulation went unstable after t = {t0:.4f} s ({what}; the fastest "
+                    f"velocity before the step: {before}); MuJoCo reset its state"
                 )
 
     def push(self, body_name: str, force_world: np.ndarray, duration: float) -> None:
