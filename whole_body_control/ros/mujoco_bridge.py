@@ -227,7 +227,7 @@ class MujocoBridge(Node):
         self.sim = Simulation(self.robot, config)
         self._edit_model(p["mass_scale"], p["torso_added_mass"])
         self.gravity = float(np.linalg.norm(self.sim.model.opt.gravity))  # [m/s^2]
-        self.kd_safe = self.robot.safe_damping(self.sim.timestep)  # the command timeout's, per step
+        self.kd_timeout = self.robot.safe_damping(self.sim.timestep)  # the command timeout's damping, per step
         self._set_gravity(0.0)
         self.delayed: list[np.ndarray] = []  # commands waiting for command_delay_periods
         self.noise_rng = np.random.default_rng(p["noise_seed"])
@@ -498,7 +498,7 @@ class MujocoBridge(Node):
         try:
             for _ in range(self.substeps):
                 self._set_gravity(self.sim.time)
-                self.applied = -self.kd_safe * self.sim.v[6:] if damping else tau
+                self.applied = -self.kd_timeout * self.sim.v[6:] if damping else tau
                 self.sim.step(self.applied)
         except SimulationUnstable as exc:  # MuJoCo reset the state: nothing left to simulate
             self.get_logger().error(f"{exc}: the simulation stops")

@@ -20,7 +20,6 @@ import numpy as np
 from whole_body_control.config import wbc_config_for
 from whole_body_control.control_stage import Command, ControlStage, Observation, StageConfig
 from whole_body_control.controller import WbcResult, WholeBodyController
-from whole_body_control.errors import SimulationUnstable
 from whole_body_control.robot import RobotModel
 from whole_body_control.runs.report import Recorder
 from whole_body_control.sim import SimConfig, Simulation
@@ -166,10 +165,7 @@ def run_stand(
             stage.supervisor.fall(fall.reason)
         if recorder is not None:
             record_tick(recorder, t, sim, ctrl, result)
-        try:
-            sim.step(cmd.tau if actuate_hook is None else actuate_hook(t, cmd.tau, sim))
-        except SimulationUnstable as exc:
-            fall.unstable(t, exc)
+        if not fall.step(sim, t, cmd.tau if actuate_hook is None else actuate_hook(t, cmd.tau, sim)):
             break
         if on_tick is not None:
             on_tick(t, sim, ctrl, result)

@@ -44,7 +44,7 @@ import numpy as np
 from whole_body_control import geometry
 from whole_body_control.config import wbc_config_for
 from whole_body_control.controller import WholeBodyController
-from whole_body_control.errors import ConfigError, SimulationUnstable
+from whole_body_control.errors import ConfigError
 from whole_body_control.robot import RobotModel
 from whole_body_control.runs.report import Recorder
 from whole_body_control.walker_stage import (
@@ -292,10 +292,7 @@ def run_walk(
                 status_ok=float(result.ok),
             )
         t_sim = clock()
-        try:
-            sim.step(cmd.tau if actuate_hook is None else actuate_hook(t, cmd.tau, sim))
-        except SimulationUnstable as exc:
-            fall.unstable(t, exc)
+        if not fall.step(sim, t, cmd.tau if actuate_hook is None else actuate_hook(t, cmd.tau, sim)):
             break
         t_end = clock()
         parts["walker"] += t_control - t_walker

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from whole_body_control import geometry
+from whole_body_control.errors import SimulationUnstable
 from whole_body_control.robot import RobotModel
 from whole_body_control.sim.simulation import Simulation
 
@@ -67,6 +68,16 @@ class FallDetector:
         a fall unless one was latched before."""
         if self.reason is None:
             self._fall(t, f"simulation unstable: {error}")
+
+    def step(self, sim: Simulation, t: float, tau: np.ndarray) -> bool:
+        """Step ``sim`` with the joint torques ``tau``; False when MuJoCo met a bad state
+        (recorded by :meth:`unstable`): nothing is left to simulate."""
+        try:
+            sim.step(tau)
+        except SimulationUnstable as exc:
+            self.unstable(t, exc)
+            return False
+        return True
 
     def _fall(self, t: float, reason: str) -> bool:
         self.reason, self.time = reason, t
