@@ -10,7 +10,14 @@ import threading
 import numpy as np
 import pytest
 
-from whole_body_control.control_stage import ARMING, ControlStage, Observation, StageConfig, Supervisor
+from whole_body_control.control_stage import (
+    ARMING,
+    RESUME_LIMIT_NS,
+    ControlStage,
+    Observation,
+    StageConfig,
+    Supervisor,
+)
 from whole_body_control.errors import WbcError
 from whole_body_control.robot import load_robot
 from whole_body_control.runs import runner
@@ -174,6 +181,39 @@ def test_stage_stands_and_every_unusable_state_ends_in_finite_damping(talos):
     # the watchdog: no state for three periods -> damping
     stage.supervisor.received(0)
     assert stage.watchdog(3 * PERIOD_NS).damping
+
+
+def test_an_outage_under_the_resume_limit_keeps_the_contacts_a_longer_one_re_seeds(talos):
+    """Damping for a late walking reference, in single support: back within
+    ``RESUME_LIMIT_NS`` (50 ms here, over 20 periods at 1 kHz) the controller resumes with the
+    foot in the air still out of contact; after a longer outage it is re-seeded standing on
+    both feet."""
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    stage = ControlStage(talos, None, StageConfig(period=0.001, fixed_dt=True))
+    assert stage.resume_ns == RESUME_LIMIT_NS > 20 * PERIOD_NS
+    for k in range(50):
+        stage.cycle(observe(sim, k * PERIOD_NS))
+    stage.ctrl.contacts["left"].remove(stage.ctrl.time - 1.0, 0.0)  # (ramp done at the next update)
+    ns = 50 * PERIOD_NS
+    for outage_ms, resumed in ((50, True), (RESUME_LIMIT_NS // 1_000_000 + 20, False)):
+        cmd = stage.cycle(observe(sim, ns))
+        assert not cmd.damping and not stage.ctrl.contacts["left"].active
+        stage.supervisor.events.clear()
+        for j in range(1, outage_ms + 1):
+            missing = stage.cycle(observe(sim, ns + j * PERIOD_NS), None, reference_missing="no walking reference")
+            assert missing.damping
+        ns += (outage_ms + 1) * PERIOD_NS
+        back = stage.cycle(observe(sim, ns))
+        assert not back.damping and stage.supervisor.armed
+        events = " ".join(stage.supervisor.events)
+        if resumed:
+            assert f"resumed at t = {ns * 1e-9:.3f} s after {outage_ms + 1}.0 ms" in events, events
+            assert not stage.ctrl.contacts["left"].active
+        else:
+            assert "armed at" in events and "resumed" not in events, events
+            assert all(c.active for c in stage.ctrl.contacts.values())
+        ns += PERIOD_NS
 
 
 def test_the_stage_lets_the_hip_strategy_catch_a_standing_push():

@@ -109,6 +109,13 @@ SOLVE_WORKERS = ("none", "thread", "process")
 # re-armed seven times in 2 s and fell; solves come back within a few ms otherwise
 LATE_PLAN_LIMIT_NS = 100_000_000
 
+# [ns] the longest outage (damped, e.g. for a late walking reference) after which the
+# controller resumes as it was rather than re-seeded; at least 20 periods.  A re-seed stands
+# the robot on both feet (a foot in the air is taken as in contact, then released over the
+# transition time): at 20 periods (20 ms at 1 kHz) G1 walking was re-seeded after damping
+# 21 ms for a walker starved of CPU and fell 85 ms later (it walked on after 14 ms)
+RESUME_LIMIT_NS = 100_000_000
+
 # what ControlStage.cycle takes as the walking reference: the reference, a function that
 # samples it (called only when a solve uses it), or None (the controller's own, standing)
 Reference = WalkerReference | Callable[[], WalkerReference] | None
@@ -299,7 +306,7 @@ class ControlStage:
         self.lifted = False
         self.base_estimate: tuple[np.ndarray, np.ndarray] | None = None
         self.needs_reset = True  # the controller is seeded at the next usable state
-        self.resume_ns = 20 * self.period_ns  # a shorter outage resumes without re-seeding
+        self.resume_ns = max(20 * self.period_ns, RESUME_LIMIT_NS)  # a shorter outage resumes without re-seeding
         self._plan: _Plan | None = None  # multi-rate: the newest solution
         self._pending: tuple[Observation, Reference] | None = None  # a solve that is due
         # a plan solved on state k is renewed at state k + solve_every (half a period of slack)
