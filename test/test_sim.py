@@ -16,7 +16,7 @@ import pytest
 
 from whole_body_control import yaml_config
 from whole_body_control.errors import ConfigError, SimulationUnstable
-from whole_body_control.robot import available_robots, load_robot
+from whole_body_control.robot import Armature, RobotModel, available_robots, load_config, load_robot, with_overrides
 from whole_body_control.sim import (
     SimConfig,
     Simulation,
@@ -170,9 +170,11 @@ def test_an_unstable_step_is_an_error_not_a_silent_restart(sim):
     sim.step(np.zeros(sim.robot.na))
     sim.data.qvel[-1] = 1e12  # [rad/s]: MuJoCo's accelerations overflow, it resets its state
     last = sim.model.joint(sim.model.dof_jntid[sim.model.nv - 1]).name
-    with pytest.raises(SimulationUnstable, match=rf"unstable after t = 0\.0010 s .*joint '.*before the step: {last} .* 1e\+12"):
+    match = rf"unstable after t = 0\.0010 s .*joint '.*before the step: {last} .* 1e\+12"
+    with pytest.raises(SimulationUnstable, match=match):
         sim.step(np.zeros(sim.robot.na), 2)
-    assert sim.time == pytest.approx(0.001) and sim.data.qvel[-1] == 1e12  # the state before the step, not MuJoCo's reset
+    # the state before the step, not MuJoCo's reset one
+    assert sim.time == pytest.approx(0.001) and sim.data.qvel[-1] == 1e12
     np.testing.assert_allclose(sim.q[:3], sim.robot.q_ref[:3], atol=0.01)
     with pytest.raises(SimulationUnstable):  # nothing left to simulate
         sim.step(np.zeros(sim.robot.na))
@@ -180,12 +182,28 @@ def test_an_unstable_step_is_an_error_not_a_silent_restart(sim):
     sim.step(np.zeros(sim.robot.na))
 
 
-def test_the_safe_damping_calms_the_light_joints_in_mujoco():
-    """G1's wrists and ankle rolls under ``-kd v`` from random joint speeds: with the
-    configured ``kd_safe`` (3 N m s) held over a 1 ms step they flap at up to 60 rad/s
-    between the torque limits; with ``safe_damping`` nothing moves faster than the
-    collapse under gravity (a few rad/s)."""
+def test_the_robots_armature_is_mujocos():
+    """MuJoCo's joints carry the robot file's rotor inertias (``armature``), as Pinocchio's
+    mass matrix does, plus ``SimConfig.joint_armature``."""
     robot = load_robot("g1", fresh=False)
+    assert robot.armature.min() > 0.003
+    for extra in (0.0, 0.002):
+        simulation = Simulation(robot, SimConfig(visual_meshes=False, joint_armature=extra))
+        try:
+            dofs = [simulation.model.joint(n).dofadr[0] for n in robot.joint_names]
+            np.testing.assert_allclose(simulation.model.dof_armature[dofs], robot.armature + extra, rtol=1e-12)
+        finally:
+            simulation.close()
+
+
+def test_the_safe_damping_calms_the_light_joints_in_mujoco():
+    """G1 without its rotor inertias (``armature``: its wrists and ankle rolls as light as
+    the URDF makes them, as a robot file without them would be) under ``-kd v`` from random
+    joint speeds: with the configured ``kd_safe`` (3 N m s) held over a 1 ms step they flap
+    at up to 60 rad/s between the torque limits; with ``safe_damping`` nothing moves faster
+    than the collapse under gravity (a few rad/s)."""
+    config, source = load_config("g1")
+    robot = RobotModel(with_overrides(config, armature=Armature()), source)
     simulation = Simulation(robot)
     rng = np.random.default_rng(0)
     v = np.zeros(robot.nv)

@@ -104,6 +104,16 @@ class Damping:
 
 
 @dataclass(frozen=True)
+class Armature:
+    """Rotor inertia reflected through each joint's gear [kg m^2], added to the joint's
+    diagonal of the mass matrix (Pinocchio's ``model.armature``, MuJoCo's joint armature).
+    URDFs leave it out; on a light joint it is most of the inertia the motor moves."""
+
+    default: float = field(default=0.0, metadata={"ge": 0.0})
+    joints: dict[str, float] = field(default_factory=dict, metadata={"ge": 0.0})
+
+
+@dataclass(frozen=True)
 class RobotConfig:
     """Contents of ``config/robots/<name>.yaml``."""
 
@@ -119,6 +129,7 @@ class RobotConfig:
     torque_limits: dict[str, float] = field(default_factory=dict, metadata={"gt": 0.0})  # [N m] overrides
     default_torque_limit: float = field(default=100.0, metadata={"gt": 0.0})  # where the URDF has none
     damping: Damping = field(default_factory=Damping)
+    armature: Armature = field(default_factory=Armature)
     fall_height: float = field(default=0.4, metadata={"gt": 0.0})  # base below this [m] is a fall
     locked_joints: tuple[str, ...] = ()  # joints removed from the model (grippers)
     # the robot's WBC overlay (merged onto config/wbc.yaml) and walker section (merged onto the
@@ -183,6 +194,9 @@ class RobotModel:
         self._check_joint_keys("reference_posture", config.reference_posture)
         self._check_joint_keys("torque_limits", config.torque_limits)
         self._check_joint_keys("damping.joints", config.damping.joints)
+        self._check_joint_keys("armature.joints", config.armature.joints)
+        self.armature = np.array([config.armature.joints.get(n, config.armature.default) for n in self.joint_names])
+        model.armature[6:] = self.armature  # in every mass matrix Pinocchio computes (crba, computeAllTerms, Minv)
         self.nq, self.nv, self.na = model.nq, model.nv, model.nv - 6
         effort = np.array(model.effortLimit[6:], dtype=float)
         effort[~np.isfinite(effort) | (effort <= 0)] = config.default_torque_limit

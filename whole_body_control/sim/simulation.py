@@ -90,7 +90,7 @@ class SimConfig:
     # contact solimp (dmin, dmax [-], width [m]): impedance 0.95..0.99 over 1 mm of penetration
     solimp: tuple[float, float, float] = field(default=(0.95, 0.99, 0.001), metadata={"gt": 0.0})
     joint_damping: float = field(default=0.0, metadata={"ge": 0.0})  # viscous joint damping [N m s / rad]
-    joint_armature: float = field(default=0.0, metadata={"ge": 0.0})  # rotor inertia added per joint [kg m^2]
+    joint_armature: float = field(default=0.0, metadata={"ge": 0.0})  # [kg m^2] added to the robot's armature
     foot_box_height: float = field(default=0.02, metadata={"gt": 0.0})  # thickness of the foot collision boxes [m]
     visual_meshes: bool = True  # keep the URDF visual meshes (render only, no collision)
     # flat platforms ((x_start [m], height [m]), ...): boxes over [x_start, x_start + PLATFORM_LENGTH]
@@ -283,11 +283,12 @@ def build_spec(robot: RobotModel, config: SimConfig) -> mujoco.MjSpec:
     root = roots[0]
     root.add_freejoint(name=ROOT_JOINT)
 
+    armature = dict(zip(robot.joint_names, robot.armature))
     for joint in spec.joints:
         if joint.name == ROOT_JOINT:
             continue
         joint.damping = [config.joint_damping, 0.0, 0.0]  # [linear, higher-order terms] in MuJoCo 4
-        joint.armature = config.joint_armature
+        joint.armature = armature.get(joint.name, 0.0) + config.joint_armature  # the robot's, as Pinocchio's
         joint.frictionloss = 0.0
         joint.actfrclimited = mujoco.mjtLimited.mjLIMITED_FALSE  # the motors' ctrlrange limits torques
 
@@ -585,7 +586,8 @@ class Simulation:
                 if kind != mujoco.mjtWarning.mjWARN_BADQPOS and 0 <= dof < self.model.nv:
                     what += f" of joint '{self.model.joint(self.model.dof_jntid[dof]).name}'"
                 fast = int(np.argmax(np.abs(self._qvel_before)))
-                before = f"{self.model.joint(self.model.dof_jntid[fast]).name} (dof {fast}) at {self._qvel_before[fast]:.3g}"
+                name = self.model.joint(self.model.dof_jntid[fast]).name
+                before = f"{name} (dof {fast}) at {self._qvel_before[fast]:.3g}"
                 # the state before the step rather than MuJoCo's reset one (the robot at its origin at t = 0)
                 self.data.qpos[:], self.data.qvel[:], self.data.time = self._qpos_before, self._qvel_before, t0
                 mujoco.mj_forward(self.model, self.data)
