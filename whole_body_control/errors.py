@@ -22,4 +22,5 @@ class StateError(WbcError, ValueError):
 
 
 class SimulationUnstable(WbcError):
-    """MuJoCo met a non-finite or huge acceleration and reset its state: the run is over."""
+    """MuJoCo met a non-finite or huge acceleration and reset its state (``Simulation`` puts
+    back the one before the step): the run is over."""

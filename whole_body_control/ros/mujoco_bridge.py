@@ -500,7 +500,7 @@ class MujocoBridge(Node):
                 self._set_gravity(self.sim.time)
                 self.applied = -self.kd_timeout * self.sim.v[6:] if damping else tau
                 self.sim.step(self.applied)
-        except SimulationUnstable as exc:  # MuJoCo reset the state: nothing left to simulate
+        except SimulationUnstable as exc:  # MuJoCo blew up: nothing left to simulate
             self.get_logger().error(f"{exc}: the simulation stops")
             self.fall.unstable(now * 1e-9, exc)
             self.finished = True

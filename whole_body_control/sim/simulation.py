@@ -593,7 +593,7 @@ class Simulation:
                 mujoco.mj_forward(self.model, self.data)
                 raise SimulationUnstable(
                     f"MuJoCo: the simulation went unstable after t = {t0:.4f} s ({what}; the fastest "
-                    f"velocity before the step: {before}); MuJoCo reset its state"
+                    f"velocity before the step: {before}); MuJoCo reset it, the state before the step is back"
                 )
 
     def push(self, body_name: str, force_world: np.ndarray, duration: float) -> None:
