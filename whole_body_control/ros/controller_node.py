@@ -63,6 +63,7 @@ from whole_body_control.ros import conversions as cv
 from whole_body_control.ros.params import (
     INF,
     REALTIME_PRIORITY,
+    STATE_BEST_EFFORT,
     LogThrottle,
     Param,
     Ring,
@@ -113,13 +114,7 @@ PARAMS = [
     Param("stale_periods", 3, "joint states older than this many control periods -> damping", (1, 100000)),
     Param("reference_sync", "exact", "walking reference: 'exact' (lockstep: wait for it), 'latest' or 'none'"),
     Param("base_sync", "exact", "external base state: 'exact' (same stamp as the joint states) or 'latest'"),
-    Param(
-        "state_best_effort",
-        False,
-        "real time: the state subscriptions are best effort (no acknowledgements with the robot's reliable "
-        "publishers; the newest sample wins); lockstep needs them reliable",
-        read_only=True,
-    ),
+    STATE_BEST_EFFORT,
     Param("base_timeout", 0.01, "base_sync latest: largest base-state age accepted [s]", (0.0, 10.0)),
     Param(
         "reference_timeout",

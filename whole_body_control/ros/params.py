@@ -156,6 +156,15 @@ REALTIME_PRIORITY = Param(
 )
 
 
+STATE_BEST_EFFORT = Param(
+    "state_best_effort",
+    False,
+    "real time: the state subscriptions are best effort (no acknowledgements with the robot's reliable "
+    "publishers; the newest sample wins); lockstep needs every state, reliably",
+    read_only=True,
+)
+
+
 def set_thread_priority(priority: int, pid: str = "self") -> set[int]:
     """Every thread of process ``pid`` under SCHED_FIFO at ``priority`` (0: back to the
     normal scheduler); threads started later inherit it.  Returns the processes those

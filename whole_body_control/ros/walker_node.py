@@ -62,7 +62,16 @@ from whole_body_control.estimation import SIDES, LegOdometry
 from whole_body_control.reference_trajectory import ReferenceTrajectory
 from whole_body_control.robot import load_robot
 from whole_body_control.ros import conversions as cv
-from whole_body_control.ros.params import INF, REALTIME_PRIORITY, LogThrottle, Param, declare, result, spin
+from whole_body_control.ros.params import (
+    INF,
+    REALTIME_PRIORITY,
+    STATE_BEST_EFFORT,
+    LogThrottle,
+    Param,
+    declare,
+    result,
+    spin,
+)
 from whole_body_control.ros.qos import REFERENCE_QOS, state_qos
 from whole_body_control.state import KinematicState
 from whole_body_control.walker_stage import (
@@ -148,13 +157,7 @@ PARAMS = [
         (0.0, 1.0),
         read_only=True,
     ),
-    Param(
-        "state_best_effort",
-        False,
-        "real time: the state subscriptions are best effort (no acknowledgements with the robot's reliable "
-        "publishers); lockstep needs every state",
-        read_only=True,
-    ),
+    STATE_BEST_EFFORT,
     Param(
         "state_history",
         1,
