@@ -262,7 +262,8 @@ class RobotModel:
         Held over a period, ``-kd v`` changes a joint's velocity by ``a = kd period / I``
         times itself (``I`` its inertia with the rest of the robot free, at ``q_ref``): from
         ``a > 1`` on it reverses the velocity every period, from ``a > 2`` on it grows it too.  At 1 kHz a G1 wrist
-        roll has ``a`` = 8 (``I`` = 0.37 g m^2, ``kd`` = 3), a Talos gripper 17: the damping
+        roll without its rotor inertia (``armature``) has ``a`` = 8 (``I`` = 0.37 g m^2,
+        ``kd`` = 3; 0.77 with it), a Talos gripper 17: the damping
         made them flap at 50 rad/s between the torque limits within 5 ms, and a MuJoCo run
         went unstable.  Here ``kd / (1 + SAFE_DAMPING_MARGIN a)``: a joint's velocity shrinks
         by at most ``1 / SAFE_DAMPING_MARGIN`` of itself per period, never reverses, and the
