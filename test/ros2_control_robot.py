@@ -97,6 +97,7 @@ class Options:
     resend_period: float = 1.0  # [s] wall, lockstep
     status_rate: float = 10.0  # [Hz] wall
     realtime_priority: int = 0  # SCHED_FIFO of every thread (0: normal scheduling)
+    unanswered_parameter_requests: int = 0  # the forward controller's get_parameters ignores the first N
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
@@ -126,6 +127,14 @@ def parse_args(argv: list[str] | None = None) -> Options:
         type=int,
         default=0,
         help="SCHED_FIFO priority of every thread (ros2_control_node asks for 50); 0: normal scheduling",
+    )
+    p.add_argument(
+        "--unanswered-parameter-requests",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the forward controller's get_parameters leaves its first N requests unanswered\n"
+        "(a response lost, as one sent before the server's writer has matched the client's reader)",
     )
     a = p.parse_args(argv)
     wrenches = {}
@@ -159,6 +168,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         resend_period=a.resend_period,
         status_rate=a.status_rate,
         realtime_priority=a.realtime_priority,
+        unanswered_parameter_requests=a.unanswered_parameter_requests,
     )
 
 
@@ -282,6 +292,50 @@ def parse_command(data: bytes) -> tuple[np.ndarray, list[str]]:
 # -- the robot ----------------------------------------------------------------------------------
 
 
+class LossyParameterService:
+    """``/<node>/get_parameters`` of ``node`` (started without its parameter services) that
+    leaves its first ``unanswered`` requests without a response, served by a node of its own
+    in a thread of its own (a request that is never answered waits there as a coroutine)."""
+
+    def __init__(self, node, unanswered: int, kw: dict):
+        import rclpy
+        from rcl_interfaces.srv import GetParameters
+        from rclpy.callback_groups import ReentrantCallbackGroup
+        from rclpy.node import Node
+
+        self.source, self.unanswered, self.requests = node, unanswered, 0
+        self.node = Node(f"{node.get_name()}_parameter_service", **kw)
+        # reentrant: an unanswered request (a pending coroutine) must not hold the later ones back
+        self.node.create_service(
+            GetParameters,
+            f"/{node.get_name()}/get_parameters",
+            self.get_parameters,
+            callback_group=ReentrantCallbackGroup(),
+        )
+        self.executor = rclpy.executors.SingleThreadedExecutor(**kw)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, name="parameter_service", daemon=True)
+        self.thread.start()
+
+    async def get_parameters(self, request, response):
+        from rclpy.task import Future
+
+        self.requests += 1
+        if self.requests <= self.unanswered:
+            await Future()  # never done: no response goes out for this request
+        from rclpy.parameter import Parameter
+
+        unset = Parameter.Type.NOT_SET
+        response.values = [
+            self.source.get_parameter_or(name, Parameter(name, unset)).get_parameter_value() for name in request.names
+        ]
+        return response
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+
+
 class RobotSim:
     """The MuJoCo robot, its ros2_control-like nodes and its update loop."""
 
@@ -391,9 +445,11 @@ class RobotSim:
             n.declare_parameter("frame_id", self.robot.feet[side].frame, ro)
             self.ft_nodes.append(n)
             self.ft_pubs[side] = n.create_publisher(WrenchStamped, topic, sys_qos)
-        self.ctrl = Node(name, **kw)
+        lossy = opts.unanswered_parameter_requests > 0
+        self.ctrl = Node(name, start_parameter_services=not lossy, **kw)
         self.ctrl.declare_parameter("joints", list(self.command_names), ro)
         self.ctrl.declare_parameter("interface_name", "effort", ro)
+        self.params = LossyParameterService(self.ctrl, opts.unanswered_parameter_requests, kw) if lossy else None
         self.ctrl.create_subscription(Float64MultiArray, "~/commands", self.on_command, sys_qos, raw=True)
         self.ev = Node("robot_sim", **kw)
         self.status_pub = self.ev.create_publisher(String, "/robot_sim/status", 10)
@@ -701,6 +757,8 @@ class RobotSim:
 
     def close(self) -> None:
         self.executor.shutdown()
+        if self.params is not None:
+            self.params.close()
         for n in self.nodes:
             n.destroy_node()
 

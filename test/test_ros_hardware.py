@@ -199,6 +199,22 @@ def test_a_command_order_that_disagrees_with_the_forward_controller_stops_the_co
 
 
 @pytest.mark.slow
+def test_a_lost_joint_order_response_is_asked_again_and_the_controller_arms(graph_factory):
+    # the forward controller's parameter service leaves the first request unanswered (a
+    # response lost in discovery): the controller waited for it forever, never arming
+    g = graph_factory(
+        ["--clock", "lockstep", "--imu-topic", IMU, "--unanswered-parameter-requests", "1"], LOCKSTEP, {}, walker=False
+    )
+    g.spin_until("the first commands", lambda: g.status is not None and g.status["commands"] > 50, timeout=90.0)
+    g.spin_until("diagnostics", lambda: g.diag is not None and g.diag["armed"], timeout=30.0)
+    log = g.log("whole_body_controller")
+    assert "/effort_controller/get_parameters has not answered in 1.0 s: asking again (retry 1)" in log
+    assert "command joint order: `joints` of /effort_controller" in log
+    g.run_for(1.0)
+    assert not g.status["fell"] and g.status["rejected_commands"] == 0, g.status
+
+
+@pytest.mark.slow
 def test_an_imu_on_another_topic_is_named_while_the_controller_waits(graph_factory):
     g = graph_factory(
         ["--clock", "lockstep", "--imu-topic", "/imu_broadcaster/imu"],  # not where the controller listens

@@ -180,6 +180,7 @@ PARAMS = [
 ]
 SYNC = ("exact", "latest", "none")
 TICKS = 4096  # tick durations kept for the diagnostics' percentiles
+ORDER_RETRY_S = 1.0  # [s] a request for the forward controller's `joints` unanswered this long is sent again
 
 
 class ControllerNode(Node):
@@ -325,12 +326,26 @@ class ControllerNode(Node):
         service = f"/{p['controller_name']}/get_parameters"
         self._order_client = self.create_client(GetParameters, service)
         self._order_future = None
+        self._order_sent = 0.0  # time.monotonic() of the pending request
+        self._order_retries = 0
 
         def poll():
             if self.command_index is not None or self.fatal:
                 self._order_timer.cancel()
                 return
+            future = self._order_future
+            if future is not None and not future.done() and time.monotonic() - self._order_sent > ORDER_RETRY_S:
+                # A request sent while the service's endpoints are still matching can lose
+                # its response (the server answers before its writer has found this client's
+                # reader): the arming waited for it forever.  Ask again.
+                self._order_client.remove_pending_request(future)
+                self._order_future = None
+                self._order_retries += 1
+                self.get_logger().warning(
+                    f"{service} has not answered in {ORDER_RETRY_S} s: asking again (retry {self._order_retries})"
+                )
             if self._order_future is None and self._order_client.service_is_ready():
+                self._order_sent = time.monotonic()
                 self._order_future = self._order_client.call_async(GetParameters.Request(names=["joints"]))
                 self._order_future.add_done_callback(self._on_joint_order)
             elif self._order_future is None and self._joint_states_since() > p["joint_order_timeout"]:
