@@ -713,3 +713,33 @@ def test_fastdds_profile_unless_the_user_has_one(monkeypatch, tmp_path):
     monkeypatch.setenv(FASTDDS_PROFILE_ENV, "/user/profile.xml")
     use_fastdds_profile()
     assert os.environ[FASTDDS_PROFILE_ENV] == "/user/profile.xml"
+
+
+PARTICIPANT_THREADS = """
+import glob, rclpy
+from rclpy.node import Node
+rclpy.init()
+node = Node("transport_probe")
+print(sorted(open(t + "/comm").read().strip() for t in glob.glob("/proc/self/task/*")))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc (Linux)")
+def test_the_nodes_participants_talk_over_udp_without_shared_memory(tmp_path):
+    """With the package's profile a node's participant has Fast DDS's UDP transport and no
+    shared-memory one (whose listeners slept 333 ms with states waiting: see the profile).
+    (Discovery range SUBNET, Fast DDS's default: for LOCALHOST rmw_fastrtps sets the
+    transports itself, shared memory included.)"""
+    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV
+
+    with domain_id() as did:
+        env = graph_env(did)
+        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
+        env[FASTDDS_PROFILE_ENV] = str(params_path("hardware").parent / "fastdds_participant.xml")
+        out = subprocess.run(
+            [sys.executable, "-c", PARTICIPANT_THREADS], env=env, capture_output=True, text=True, timeout=60
+        )
+    assert out.returncode == 0, out.stderr
+    threads = out.stdout.strip().splitlines()[-1]
+    assert "dds.udp" in threads, threads  # (Fast DDS names its receive threads by transport)
+    assert "dds.shm" not in threads, threads
