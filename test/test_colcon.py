@@ -97,6 +97,7 @@ def test_share_layout(install):
         "config/ros/hardware.yaml",
         "config/ros/sim.yaml",
         "config/ros/fastdds_participant.xml",
+        "config/ros/fastdds_localhost.xml",
         "urdf/wbc_humanoid.urdf",
     ]
     missing = [rel for rel in expected if not (share / rel).is_file()]

@@ -725,17 +725,24 @@ print(sorted(open(t + "/comm").read().strip() for t in glob.glob("/proc/self/tas
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc (Linux)")
-def test_the_nodes_participants_talk_over_udp_without_shared_memory(tmp_path):
-    """With the package's profile a node's participant has Fast DDS's UDP transport and no
-    shared-memory one (whose listeners slept 333 ms with states waiting: see the profile).
-    (Discovery range SUBNET, Fast DDS's default: for LOCALHOST rmw_fastrtps sets the
-    transports itself, shared memory included.)"""
+@pytest.mark.parametrize("profile", ["fastdds_participant", "fastdds_localhost"])
+def test_the_nodes_participants_talk_over_udp_without_shared_memory(profile):
+    """With the package's profiles a node's participant has Fast DDS's UDP transport and no
+    shared-memory one (whose port check slept 333 ms: see fastdds_participant.xml): the
+    nodes' own profile (discovery range SUBNET, Fast DDS's default) and the localhost one
+    that ``graph_env`` gives a graph asked for LOCALHOST (for which rmw_fastrtps would set
+    the transports itself, shared memory included)."""
     from whole_body_control.ros.params import FASTDDS_PROFILE_ENV
 
+    base = {k: v for k, v in os.environ.items() if k not in ("RMW_IMPLEMENTATION", FASTDDS_PROFILE_ENV)}
     with domain_id() as did:
-        env = graph_env(did)
-        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
-        env[FASTDDS_PROFILE_ENV] = str(params_path("hardware").parent / "fastdds_participant.xml")
+        if profile == "fastdds_localhost":
+            env = graph_env(did, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"})
+            assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"
+        else:
+            env = graph_env(did, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})
+            env[FASTDDS_PROFILE_ENV] = str(params_path("hardware").parent / "fastdds_participant.xml")
+        assert Path(env[FASTDDS_PROFILE_ENV]).name == f"{profile}.xml"
         out = subprocess.run(
             [sys.executable, "-c", PARTICIPANT_THREADS], env=env, capture_output=True, text=True, timeout=60
         )
@@ -743,3 +750,20 @@ def test_the_nodes_participants_talk_over_udp_without_shared_memory(tmp_path):
     threads = out.stdout.strip().splitlines()[-1]
     assert "dds.udp" in threads, threads  # (Fast DDS names its receive threads by transport)
     assert "dds.shm" not in threads, threads
+
+
+def test_graph_env_keeps_a_range_or_a_profile_of_the_callers():
+    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV
+
+    base = {k: v for k, v in os.environ.items() if k not in ("RMW_IMPLEMENTATION", FASTDDS_PROFILE_ENV)}
+    env = graph_env(5, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and FASTDDS_PROFILE_ENV not in env
+    env = graph_env(5, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", FASTDDS_PROFILE_ENV: "/mine.xml"})
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST" and env[FASTDDS_PROFILE_ENV] == "/mine.xml"
+    env = graph_env(
+        5, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}
+    )
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST" and FASTDDS_PROFILE_ENV not in env
+    env = graph_env(5, {k: v for k, v in base.items() if k != "ROS_AUTOMATIC_DISCOVERY_RANGE"})
+    assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"  # LOCALHOST by default, over UDP
+    assert Path(env[FASTDDS_PROFILE_ENV]).name == "fastdds_localhost.xml" and Path(env[FASTDDS_PROFILE_ENV]).is_file()

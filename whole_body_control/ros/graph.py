@@ -315,10 +315,22 @@ def domain_id():
 
 def graph_env(did: int, base: dict | None = None) -> dict:
     """Environment of the graph's processes: the domain, localhost-only discovery
-    (unless the caller set a range), unbuffered Python, this package on the path."""
+    (unless the caller set a range), unbuffered Python, this package on the path.
+
+    With Fast DDS and no profile of the caller's, LOCALHOST becomes the package's
+    localhost profile (``config/ros/fastdds_localhost.xml``: UDP on the loopback
+    interface, unicast discovery) with the range SUBNET, so that rmw_fastrtps keeps it:
+    for LOCALHOST it would install shared memory, whose port check stalled the nodes
+    333 ms (see ``config/ros/fastdds_participant.xml``)."""
+    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV
+
     env = dict(os.environ if base is None else base)
     env["ROS_DOMAIN_ID"] = str(did)
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    fastdds = env.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp") in ("", "rmw_fastrtps_cpp")
+    if env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST" and fastdds and not env.get(FASTDDS_PROFILE_ENV):
+        env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
+        env[FASTDDS_PROFILE_ENV] = str(params_path("hardware").parent / "fastdds_localhost.xml")
     env["PYTHONUNBUFFERED"] = "1"
     # the children import this very checkout of the package (also when it is not pip-installed)
     root = str(Path(__file__).resolve().parents[2])
