@@ -318,13 +318,12 @@ class LossyParameterService:
         self.thread.start()
 
     async def get_parameters(self, request, response):
+        from rclpy.parameter import Parameter
         from rclpy.task import Future
 
         self.requests += 1
         if self.requests <= self.unanswered:
             await Future()  # never done: no response goes out for this request
-        from rclpy.parameter import Parameter
-
         unset = Parameter.Type.NOT_SET
         response.values = [
             self.source.get_parameter_or(name, Parameter(name, unset)).get_parameter_value() for name in request.names

@@ -732,7 +732,7 @@ def test_the_nodes_participants_talk_over_udp_without_shared_memory(profile):
     nodes' own profile (discovery range SUBNET, Fast DDS's default) and the localhost one
     that ``graph_env`` gives a graph asked for LOCALHOST (for which rmw_fastrtps would set
     the transports itself, shared memory included)."""
-    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV
+    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV, fastdds_profile_path
 
     base = {k: v for k, v in os.environ.items() if k not in ("RMW_IMPLEMENTATION", FASTDDS_PROFILE_ENV)}
     with domain_id() as did:
@@ -741,7 +741,7 @@ def test_the_nodes_participants_talk_over_udp_without_shared_memory(profile):
             assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET"
         else:
             env = graph_env(did, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})
-            env[FASTDDS_PROFILE_ENV] = str(params_path("hardware").parent / "fastdds_participant.xml")
+            env[FASTDDS_PROFILE_ENV] = str(fastdds_profile_path("fastdds_participant"))
         assert Path(env[FASTDDS_PROFILE_ENV]).name == f"{profile}.xml"
         out = subprocess.run(
             [sys.executable, "-c", PARTICIPANT_THREADS], env=env, capture_output=True, text=True, timeout=60

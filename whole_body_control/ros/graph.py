@@ -322,7 +322,7 @@ def graph_env(did: int, base: dict | None = None) -> dict:
     interface, unicast discovery) with the range SUBNET, so that rmw_fastrtps keeps it:
     for LOCALHOST it would install shared memory, whose port check stalled the nodes
     333 ms (see ``config/ros/fastdds_participant.xml``)."""
-    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV
+    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV, fastdds_profile_path
 
     env = dict(os.environ if base is None else base)
     env["ROS_DOMAIN_ID"] = str(did)
@@ -330,7 +330,7 @@ def graph_env(did: int, base: dict | None = None) -> dict:
     fastdds = env.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp") in ("", "rmw_fastrtps_cpp")
     if env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST" and fastdds and not env.get(FASTDDS_PROFILE_ENV):
         env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
-        env[FASTDDS_PROFILE_ENV] = str(params_path("hardware").parent / "fastdds_localhost.xml")
+        env[FASTDDS_PROFILE_ENV] = str(fastdds_profile_path("fastdds_localhost"))
     env["PYTHONUNBUFFERED"] = "1"
     # the children import this very checkout of the package (also when it is not pip-installed)
     root = str(Path(__file__).resolve().parents[2])

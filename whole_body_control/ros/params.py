@@ -259,6 +259,13 @@ def per_period(callback):
 FASTDDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
 
 
+def fastdds_profile_path(name: str):
+    """``config/ros/<name>.xml`` (a Fast DDS profile) in the package share."""
+    from zmp_walker.base.share import share_dir
+
+    return share_dir() / "config" / "ros" / f"{name}.xml"
+
+
 def use_fastdds_profile() -> None:
     """Point Fast DDS at this package's participant profile (``config/ros/fastdds_participant.xml``:
     a 0.5 s announcement period) before the node's participant is created, unless the user
@@ -267,13 +274,11 @@ def use_fastdds_profile() -> None:
     ignore it."""
     import os
 
-    from zmp_walker.base.share import share_dir
-
     if os.environ.get(FASTDDS_PROFILE_ENV) or os.environ.get("SKIP_DEFAULT_XML_FILE"):
         return
     if os.path.exists("DEFAULT_FASTDDS_PROFILES.xml"):
         return
-    profile = share_dir() / "config" / "ros" / "fastdds_participant.xml"
+    profile = fastdds_profile_path("fastdds_participant")
     if profile.is_file():
         os.environ[FASTDDS_PROFILE_ENV] = str(profile)
 
