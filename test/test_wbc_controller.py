@@ -687,3 +687,32 @@ def test_a_clearly_infeasible_level_fails_at_once_without_the_proxsuite_fallback
     assert hqp._qps
     sol = HierarchicalQP(backend="daqp").solve(E, e, C, lower, np.array([0.0, 0.0]), levels)  # x0 = 0
     np.testing.assert_allclose(sol.x, [0.0, 2.0, -1.0], atol=1e-9)
+
+
+def test_the_full_rank_shortcut_agrees_with_the_svd_rank():
+    """A last level's QP takes its flat directions from an SVD of its rows unless a Cholesky
+    factor with a condition estimate shows them of full column rank: the shortcut must never
+    say full rank where the SVD finds a null space (it would then leave a flat direction to
+    the tiny Tikhonov term), and it should say so for ordinary well-posed rows."""
+    from whole_body_control.hqp import _rank, _svd, _well_conditioned
+
+    rng = np.random.default_rng(7)
+    said_full = 0
+    for trial in range(300):
+        d = int(rng.integers(3, 40))
+        rows = d + int(rng.integers(0, 25))
+        A = rng.standard_normal((rows, d))
+        kind = trial % 3
+        if kind == 1:  # exactly rank deficient
+            A[:, : int(rng.integers(1, d))] = 0.0
+            A = A @ np.linalg.qr(rng.standard_normal((d, d)))[0]
+        elif kind == 2:  # graded singular values down to 1e-4 .. 1e-12 of the largest
+            u, _, vt = np.linalg.svd(A, full_matrices=False)
+            A = (u * np.logspace(0, -float(rng.uniform(4, 12)), d)) @ vt
+        full = _rank(_svd(A, full=False)[1]) == d
+        shortcut = _well_conditioned(A.T @ A)
+        assert not shortcut or full, (trial, d, rows)
+        said_full += shortcut
+        if kind == 0:
+            assert shortcut, (trial, d, rows)
+    assert said_full >= 100
