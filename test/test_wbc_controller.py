@@ -716,3 +716,36 @@ def test_the_full_rank_shortcut_agrees_with_the_svd_rank():
         if kind == 0:
             assert shortcut, (trial, d, rows)
     assert said_full >= 100
+
+
+def test_a_lower_level_daqp_calls_infeasible_is_solved_within_the_degenerate_margin():
+    """A level QP recorded from G1 walking, pushed 0.2 m/s sideways (20 unknowns, 92 rows).
+    z = 0 keeps every bound (below the first level the bounds are widened around the higher
+    levels' solution), yet daqp calls it infeasible (rows tight at z = 0, dependent in the
+    remaining freedom) and proxsuite ends at its iteration cap after about 40 ms: the level
+    and every level below it were dropped.  Below the first level daqp now solves it again
+    with the bounds widened by DEGENERATE_MARGIN: a solution keeping the bounds to that
+    margin, better than z = 0, reported approximate.  The first level gets no such
+    widening (z = 0 is not known to be feasible there)."""
+    from pathlib import Path
+
+    import daqp
+
+    from whole_body_control.hqp import DEGENERATE_MARGIN, HierarchicalQP, LevelFailure
+
+    data = np.load(Path(__file__).parent / "data" / "g1_degenerate_level_qp.npz")
+    H, g, C, lower, upper = (data[k] for k in ("H", "g", "C", "lower", "upper"))
+    d, m = H.shape[0], C.shape[0]
+    assert (lower <= 0.0).all() and (upper >= 0.0).all()
+    assert daqp.solve(H, g, C, np.minimum(upper, 1e30), np.maximum(lower, -1e30))[2] == -1
+    # the level's rows AZ and residual r with AZ^T AZ = H and -AZ^T r = g
+    L = np.linalg.cholesky(H)
+    AZ, r = L.T.copy(), -np.linalg.solve(L, g)
+    args = (AZ, r, None, np.eye(d), C, np.zeros(m), lower, upper, np.zeros(d), None)
+    z, approximate, _ = HierarchicalQP()._solve_qp(1, *args)
+    assert approximate == 1
+    c = C @ z
+    assert (c >= lower - DEGENERATE_MARGIN - 1e-9).all() and (c <= upper + DEGENERATE_MARGIN + 1e-9).all()
+    assert 0.5 * z @ H @ z + g @ z < -1e-3 * abs(g).max()  # well below z = 0's objective (0)
+    with pytest.raises(LevelFailure):
+        HierarchicalQP()._solve_qp(0, *args)

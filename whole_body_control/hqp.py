@@ -200,6 +200,9 @@ class HqpSolution:
 
 DAQP_INFEASIBLE = -1  # daqp's exit flag for a primal infeasible problem (1: optimal)
 CLEARLY_INFEASIBLE = 1e-3  # a level QP still infeasible with its bounds widened this much fails at once
+# below the first level, a level QP daqp calls infeasible is solved again with its bounds widened
+# this much (row-normalized units)
+DEGENERATE_MARGIN = 1e-5
 
 
 class HierarchicalQP:
@@ -341,11 +344,24 @@ class HierarchicalQP:
             if z is not None:
                 self._remember_active(k, CZ.dot(z), lz, uz)
                 return z, 0, iterations
+            if k > 0:
+                # Below the first level z = 0 keeps every bound (they are widened around x by
+                # feasibility_margin): an infeasible verdict is daqp's, on rows left tight at
+                # z = 0 and linearly dependent in the remaining freedom.  With the bounds
+                # widened by DEGENERATE_MARGIN daqp solves most of them in microseconds where
+                # proxsuite ran to its iteration cap (12 ms, and the level and those below
+                # were dropped); what it gives keeps the bounds to that margin (approximate).
+                w = DEGENERATE_MARGIN
+                z, its = self._daqp(H, g, CZ, lz - w, uz + w)
+                iterations += its
+                if z is not None:
+                    return z, 1, iterations
             if self._clearly_infeasible(H, g, CZ, lz, uz):
-                # proxsuite would take 5 to 20 ms to say so (G1 walking, level 1).  (A level
-                # infeasible by a hair, 1e-6 to 1e-4, still goes to proxsuite: solving it
-                # with widened bounds instead changed which ticks relax the levels below,
-                # and Talos's 0.35 m/s standing push then damped or fell.)
+                # proxsuite would take 5 to 20 ms to say so (G1 walking, level 1).  (A first
+                # level infeasible by a hair, 1e-6 to 1e-4, still goes to proxsuite: z = 0 may
+                # not be feasible there; solving it with widened bounds instead changed which
+                # ticks relax the levels below, and Talos's 0.35 m/s standing push then damped
+                # or fell.)
                 z0 = np.zeros(d)
                 problem = LevelProblem(k + 1, H, g, CZ, lz, uz, z0)
                 raise LevelFailure(k + 1, f"level {k + 1} QP: infeasible (daqp)", problem)
