@@ -355,7 +355,11 @@ def test_joint_position_look_ahead_gives_way_when_the_hard_rows_are_infeasible()
     result = ctrl.cycle(q, v)
     assert result.status == "relaxed", result.reason
     assert result.reason.startswith("level 1 QP: infeasible (daqp); joint position limits dropped")
-    assert np.all(np.abs(result.tau) <= 1.0 + 1e-6)
+    # a lower level solved within DEGENERATE_MARGIN (row-normalized, reported approximate) may
+    # pass a bound by that margin: a few mN m here (the controller's own limit is 1e-2 N m;
+    # its output is clipped to the robot's limits)
+    overshoot = float(np.abs(result.tau).max()) - 1.0
+    assert overshoot <= 1e-6 or (result.approximate_levels > 0 and overshoot <= 1e-2), overshoot
     assert np.abs(result.a[6:]).max() > 0.1  # the joints move: the dropped rows
     assert independent_dynamics_residual(robot, q, v, result) < 1e-6
     for side, c in ctrl.contacts.items():
