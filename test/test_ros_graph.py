@@ -724,6 +724,13 @@ print(sorted(open(t + "/comm").read().strip() for t in glob.glob("/proc/self/tas
 """
 
 
+def _env_without_rmw_choice() -> dict:
+    """This environment without an RMW or a Fast DDS profile of its own (what graph_env decides on)."""
+    from whole_body_control.ros.params import FASTDDS_PROFILE_ENV
+
+    return {k: v for k, v in os.environ.items() if k not in ("RMW_IMPLEMENTATION", FASTDDS_PROFILE_ENV)}
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc (Linux)")
 @pytest.mark.parametrize("profile", ["fastdds_participant", "fastdds_localhost"])
 def test_the_nodes_participants_talk_over_udp_without_shared_memory(profile):
@@ -734,7 +741,7 @@ def test_the_nodes_participants_talk_over_udp_without_shared_memory(profile):
     the transports itself, shared memory included)."""
     from whole_body_control.ros.params import FASTDDS_PROFILE_ENV, fastdds_profile_path
 
-    base = {k: v for k, v in os.environ.items() if k not in ("RMW_IMPLEMENTATION", FASTDDS_PROFILE_ENV)}
+    base = _env_without_rmw_choice()
     with domain_id() as did:
         if profile == "fastdds_localhost":
             env = graph_env(did, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"})
@@ -755,7 +762,7 @@ def test_the_nodes_participants_talk_over_udp_without_shared_memory(profile):
 def test_graph_env_keeps_a_range_or_a_profile_of_the_callers():
     from whole_body_control.ros.params import FASTDDS_PROFILE_ENV
 
-    base = {k: v for k, v in os.environ.items() if k not in ("RMW_IMPLEMENTATION", FASTDDS_PROFILE_ENV)}
+    base = _env_without_rmw_choice()
     env = graph_env(5, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})
     assert env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and FASTDDS_PROFILE_ENV not in env
     env = graph_env(5, {**base, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", FASTDDS_PROFILE_ENV: "/mine.xml"})
