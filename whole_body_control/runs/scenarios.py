@@ -760,10 +760,10 @@ def step_up(robot, out_dir, height: float = STEP_UP_HEIGHT, steps: int = SHORT_W
 
 
 STAIRS_RISER = 0.10  # [m]
-STAIRS_RISERS = 2  # [-] steps between the floor and the top platform
+STAIRS_RISERS = 3  # [-] steps between the floor and the top platform (issue 13: 3 or more)
 
 
-def stairs(direction: str, riser: float = STAIRS_RISER, risers: int = STAIRS_RISERS, steps: int = SHORT_WALK):
+def stairs(direction: str, riser: float = STAIRS_RISER, risers: int = STAIRS_RISERS, steps: int | None = None):
     """Scenario: walk at ``WALK_SPEED`` up (``direction`` "up": from the floor onto a platform
     ``risers * riser`` high) or down (``"down"``: the robot starts on that platform and walks
     down to the floor) a staircase of ``risers`` steps of ``riser`` [m].
@@ -776,13 +776,16 @@ def stairs(direction: str, riser: float = STAIRS_RISER, risers: int = STAIRS_RIS
     the sole and ``edge_margin`` on both sides long, plus 2 cm; the step from one tread to
     the next is then about the tread minus a step (Talos 0.32 m, G1 0.23 m: longer than
     G1's ``max_step_length`` of 0.15 m, which is raised for this walk, as in
-    :func:`step_up`).  The walker gets the terrain (:meth:`SimConfig.ground_height`) as in
+    :func:`step_up`).  ``steps`` (None: ``4 + 2 risers``, three before the first tread, two
+    per tread, one to close) is the walk's length.  The walker gets the terrain (:meth:`SimConfig.ground_height`) as in
     :func:`step_up`.  Passes as a walk (:func:`_walk_figures`) whose two soles end on the
     last level (the top platform going up, the floor beyond the last edge going down) and
     no foot box touched a riser (a contact with a stair box whose normal is not vertical).
     """
     if direction not in ("up", "down"):
         raise ConfigError(f"stairs direction must be 'up' or 'down', got {direction!r}")
+    if steps is None:
+        steps = 4 + 2 * risers
 
     def run(robot, out_dir) -> dict:
         from whole_body_control.sim import SimConfig
