@@ -83,3 +83,49 @@ def test_contact_flags_follow_the_schedule_and_standing_is_constant():
     # the DCM reference is c + cdot / omega
     r = refs[3000]
     assert r.dcm_ref == pytest.approx(r.com_pos + r.com_vel / r.omega)
+
+
+def test_catch_up_skips_the_planning_of_missed_grid_points_and_keeps_the_plan():
+    """A caller 0.2 s behind (a starved real-time node) catches up without a planner update
+    at each grid point it missed; the plan it then gives stays that of a walker cycled
+    all along, to a few millimetres, and the walk ends as planned."""
+    cfg = WalkerConfig()
+    gens = [
+        PatternGenerator(cfg, FootPose([0, 0.085, 0]), FootPose([0, -0.085, 0]), np.array([0.0, 0.0, 0.87]), SOLE, SOLE)
+        for _ in range(2)
+    ]
+    updates = [0, 0]
+    for k, gen in enumerate(gens):
+        update = gen.planner.update
+
+        def counted(*args, _update=update, _k=k):
+            updates[_k] += 1
+            return _update(*args)
+
+        gen.planner.update = counted
+        assert gen.catch_up(1.0) == 0  # before the first cycle: nothing to carry
+    dt, gap = cfg.dt, 0.2
+    i_gap, i_end = int(3.0 / dt), int(16.0 / dt)
+    refs = [[], []]
+    for i in range(i_end):
+        t = i * dt
+        for k, gen in enumerate(gens):
+            if i == int(0.5 / dt):
+                gen.walk_steps(10, 0.25, 0.0, 0.0)
+            if k == 1 and i_gap < i < i_gap + round(gap / dt):
+                continue  # behind: no reference asked for in the gap
+            if k == 1 and i == i_gap + round(gap / dt):
+                before = updates[1]
+                assert gen.catch_up(t) == round(gap / cfg.planner_period) - 1
+                assert updates[1] == before
+                assert gen.catch_up(t) == 0  # caught up: the last grid point is left to cycle
+            refs[k].append(gen.cycle(t))
+    assert updates[0] - updates[1] == round(gap / cfg.planner_period) - 1
+    by_time = {r.time: r for r in refs[0]}
+    com_gap = max(np.abs(r.com_pos - by_time[r.time].com_pos).max() for r in refs[1])
+    assert 0.0 < com_gap < 0.005
+    for r in refs[1]:
+        assert r.phase == by_time[r.time].phase
+        for side in ("left", "right"):
+            np.testing.assert_allclose(r.feet[side].pos, by_time[r.time].feet[side].pos, atol=1e-12)
+    assert gens[1].steps_completed == 10 and not gens[1].is_walking

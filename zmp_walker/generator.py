@@ -459,6 +459,26 @@ class PatternGenerator:
             self._nominal + [st.position[:2] for st in new],
         )
 
+    def catch_up(self, t: float) -> int:
+        """Advance the CoM planner towards ``t`` [s] without planning at the grid points in
+        between: the last planned jerk carries the CoM over them, and the next
+        :meth:`cycle` plans at the last grid point at or before ``t`` (with its measured
+        state) as usual.  For a caller that fell behind and asks for no reference before
+        ``t`` (a real-time node starved of CPU): each grid point it missed costs a planner
+        update (the preview, footstep extension, step adjustment), so that a node 0.2 s
+        late spent 33 ms of CPU on its next batch (G1), and fell further behind.
+        Returns the number of grid points passed without planning (0 when ``t`` is less
+        than two grid periods ahead, before the first cycle, or frozen)."""
+        if self._t_plan is None or self._frozen is not None or self._idle or t < self._t - 1e-9:
+            return 0
+        T = self._T
+        skipped = 0
+        while t >= self._t_plan + 2.0 * T - 1e-12:  # (the last one is left to cycle: it plans there)
+            self._x = integrate(self._x, self._jerk, T)
+            self._t_plan += T
+            skipped += 1
+        return skipped
+
     def _advance(self, t: float) -> None:
         """Run the CoM planner up to the last grid point <= t."""
         T = self._T

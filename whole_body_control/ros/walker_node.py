@@ -220,6 +220,7 @@ class WalkerNode(Node):
         self.end_ns: int | None = None  # last published sample
         self.last_ref = None  # and its reference
         self.trajectories = 0
+        self.catch_ups = 0  # batches that skipped planning at missed grid points (PatternGenerator.catch_up)
         self.batch_ms_max = 0.0  # the longest batch since the last status [ms]
         self.last_ns: int | None = None
         self.cmd: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -462,6 +463,17 @@ class WalkerNode(Node):
             soles = {s: self.state.placement(self.robot.foot_frame_ids[s]).translation.copy() for s in SIDES}
             measured = MeasuredState(self.state.com.copy(), self.state.vcom.copy(), gravity=self.gravity(), feet=soles)
         start = self.first_sample_ns(ns)
+        if self.end_ns is not None and start > self.end_ns + self.sample_ns:
+            # behind (the states ran past the published samples): the plan at each grid point
+            # missed would cost a planner update for samples no one will read
+            skipped = walker.catch_up(start * 1e-9)
+            if skipped:
+                self.catch_ups += 1
+                if self.throttle("caught up"):
+                    self.get_logger().warning(
+                        f"behind by {(start - self.end_ns) * 1e-6:.0f} ms at t = {ns * 1e-9:.3f} s: caught up "
+                        f"without planning at {skipped} grid points"
+                    )
         refs = []
         for k in range(start, ns + self.horizon_ns + 1, self.sample_ns):
             t = k * 1e-9
@@ -541,6 +553,7 @@ class WalkerNode(Node):
             "steps_completed": int(w.steps_completed) if w is not None else 0,
             "reference_end_ns": self.end_ns,
             "trajectories": self.trajectories,
+            "catch_ups": self.catch_ups,
             "batch_ms_max": self.batch_ms_max,
         }
         self.batch_ms_max = 0.0
