@@ -476,6 +476,7 @@ class PatternGenerator:
         while t >= self._t_plan + 2.0 * T - 1e-12:  # (the last one is left to cycle: it plans there)
             self._x = integrate(self._x, self._jerk, T)
             self._t_plan += T
+            self._extend(self._t_plan)  # (the footsteps still cover the look-ahead: cheap when they do)
             skipped += 1
         return skipped
 

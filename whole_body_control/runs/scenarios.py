@@ -777,10 +777,11 @@ def stairs(direction: str, riser: float = STAIRS_RISER, risers: int = STAIRS_RIS
     the next is then about the tread minus a step (Talos 0.32 m, G1 0.23 m: longer than
     G1's ``max_step_length`` of 0.15 m, which is raised for this walk, as in
     :func:`step_up`).  ``steps`` (None: ``4 + 2 risers``, three before the first tread, two
-    per tread, one to close) is the walk's length.  The walker gets the terrain (:meth:`SimConfig.ground_height`) as in
-    :func:`step_up`.  Passes as a walk (:func:`_walk_figures`) whose two soles end on the
-    last level (the top platform going up, the floor beyond the last edge going down) and
-    no foot box touched a riser (a contact with a stair box whose normal is not vertical).
+    per tread, one to close) is the walk's length.  The walker gets the terrain
+    (:meth:`SimConfig.ground_height`) as in :func:`step_up`.  Passes as a walk
+    (:func:`_walk_figures`) whose two soles end on the last level (the top platform going up,
+    the floor beyond the last edge going down) and no foot box touched a riser (a contact
+    with a stair box whose normal is not vertical).
     """
     if direction not in ("up", "down"):
         raise ConfigError(f"stairs direction must be 'up' or 'down', got {direction!r}")
