@@ -504,6 +504,52 @@ def test_real_time_resumes_from_the_kept_plan_after_a_short_stale_outage(talos):
         stage.close()
 
 
+def test_real_time_resumes_from_the_kept_plan_after_a_late_walking_reference(talos):
+    """Real time with a solve process: a walking reference missing for 40 periods (the
+    walker node starved of CPU) damps the robot with that reason, but the plan is kept:
+    the first state with a reference again is answered at once from it (resumed), not
+    damped while an arming solve runs.  Other refusals (a NaN state) drop the plan."""
+    sim = Simulation(talos, SimConfig(visual_meshes=False))
+    sim.reset(talos.q_ref)
+    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_worker="process"))
+
+    def tick(ns: int, missing: str = ""):
+        stage.supervisor.received(ns)
+        cmd = stage.cycle(observe(sim, ns), None, missing)
+        stage.finish()
+        stage._worker.wait()  # (this loop outruns the clock)
+        sim.step(cmd.tau)
+        return cmd
+
+    try:
+        stage._worker.start()
+        for k in range(100):
+            cmd = tick(k * PERIOD_NS)
+        assert not cmd.damping, cmd.reason
+        for k in range(100, 140):
+            late = tick(k * PERIOD_NS, "no walking reference at t = 0.100 s")
+            assert late.damping and late.reason.startswith("no walking reference"), late.reason
+        assert not stage.supervisor.armed
+        stage.supervisor.events.clear()
+        back = tick(140 * PERIOD_NS)
+        assert not back.damping, back.reason
+        assert any(e.startswith("resumed at") and "holding the plan" in e for e in stage.supervisor.events)
+        for k in range(141, 300):
+            cmd = tick(k * PERIOD_NS)
+            assert not cmd.damping, cmd.reason
+        assert sim.base_height() > 0.95 * talos.q_ref[2]
+        # a refusal that is not an outage (a non-finite joint velocity) drops the plan: re-armed by a solve
+        obs = observe(sim, 300 * PERIOD_NS)
+        obs.v_joints[0] = np.nan
+        stage.supervisor.received(obs.stamp_ns)
+        assert stage.cycle(obs).damping
+        stage.finish()
+        again = tick(301 * PERIOD_NS)
+        assert again.damping and again.reason == ARMING
+    finally:
+        stage.close()
+
+
 def _waiting_worker_run(talos, worker: str) -> tuple[np.ndarray, list[str]]:
     """300 states with solve_wait = 2; at state 150 a runtime change of a task's weight,
     at 200 a damping (the next state re-arms): torques and the supervisor's events."""

@@ -339,10 +339,10 @@ class ControlStage:
     # -- the tick -------------------------------------------------------------------------------
 
     def _damping(self, stamp_ns: int, reason: str, outage: bool = False) -> Command:
-        """Damping, disarmed.  ``outage``: no new state came (the watchdog): where plans are
-        held (:meth:`_holds_plans`) the plan and a solve in flight are kept, so that states
-        back within the plan's limit resume from it (:meth:`_resume`); any other cause, or
-        mode, drops them."""
+        """Damping, disarmed.  ``outage``: no new state came (the watchdog), or no walking
+        reference (the walker is late): where plans are held (:meth:`_holds_plans`) the plan
+        and a solve in flight are kept, so that states back within the plan's limit resume
+        from it (:meth:`_resume`); any other cause, or mode, drops them."""
         self.supervisor.refuse(reason)
         plan = self._plan
         self._outage = outage and self._holds_plans() and plan is not None and not plan.damping
@@ -390,7 +390,10 @@ class ControlStage:
         self.last_v[:6] = 0.0
         why = self._unusable(obs, reference_missing)
         if why:
-            return self._damping(ns, why)
+            # a late walker is an outage like a stale state: the plan is kept, and held again
+            # when the reference is back (else re-armed by a solve that waited up to 260 ms
+            # for a CPU on the loaded 2-core machine, damped meanwhile, and G1 fell)
+            return self._damping(ns, why, outage=bool(reference_missing) and why == reference_missing)
         if self._submitted_ns is not None:
             self._take_solved(ns)
         if self._outage:
@@ -456,9 +459,9 @@ class ControlStage:
         return self.config.solve_wait == 0 and self._worker is not None
 
     def _resume(self, ns: int) -> None:
-        """The first usable state after a stale-state outage (real time, a worker): armed
-        again at once, holding the plan kept through the outage if it is within the held
-        plans' limit; else armed by a solve as usual.  Re-arming through the solve process
+        """The first usable state after an outage (a stale state or a late walking reference;
+        real time, a worker): armed again at once, holding the plan kept through the outage
+        if it is within the held plans' limit; else armed by a solve as usual.  Re-arming through the solve process
         after each outage damped a few more periods (the arming solve, 2 to 5 ms on the
         loaded 2-core machine) each time the machine stalled the robot's states."""
         self._outage = False
