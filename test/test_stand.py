@@ -78,6 +78,44 @@ def test_run_stand_goes_through_the_control_stage_supervisor():
     assert s["statuses"]["ok"] == 1000 - 3
 
 
+def test_run_stand_can_solve_every_solve_period_as_the_ros_controller():
+    """``stage_options(solve_period=0.004)``: the QP runs on one state in four (after the
+    command, as the ROS controller with config/ros's solve_period), the states between get
+    its plan's torques and count as its status, not as damping; a refused state (NaN)
+    still damps at once, and the next one re-arms.  A bad period is named."""
+    from whole_body_control.config import wbc_config_for
+    from whole_body_control.controller import WholeBodyController
+    from whole_body_control.errors import ConfigError
+    from whole_body_control.runs.runner import stage_options
+
+    robot = load_robot("talos")
+    ctrl = WholeBodyController(robot, wbc_config_for(robot))
+    solve, solves = ctrl.cycle, []
+
+    def counted(*args, **kwargs):
+        solves.append(args[2])  # dt
+        return solve(*args, **kwargs)
+
+    ctrl.cycle = counted
+
+    def nan_joint(t, q, v):
+        if 0.5 <= t < 0.503 - 1e-9:
+            q = q.copy()
+            q[7 + 3] = np.nan
+        return q, v
+
+    with stage_options(solve_period=0.004):
+        s = run_stand(robot, 1.0, controller=ctrl, observe_hook=nan_joint)
+    assert not s["fell"], s["fall_reason"]
+    assert s["statuses"] == {"ok": 997, "damping": 3}, s["statuses"]
+    assert 245 <= len(solves) <= 255, len(solves)  # 1000 states, one in four solved
+    assert np.median(solves) == pytest.approx(0.004)  # the controller steps 4 periods between solves
+    assert s["com_error_max_m"] < 0.01
+    with pytest.raises(ConfigError, match="solve_period"):
+        with stage_options(solve_period=-0.004):
+            pass
+
+
 def test_cli_stand_json_last_line(tmp_path):
     hardest = tmp_path / "hardest.pkl"
     out = run_cli(

@@ -92,18 +92,19 @@ def _closed_loop_options(args) -> dict:
 def cmd_stand(args) -> int:
     from whole_body_control.config import wbc_config_for
     from whole_body_control.runs.progress import Progress
-    from whole_body_control.runs.runner import run_stand
+    from whole_body_control.runs.runner import run_stand, stage_options
 
     robot = _load_robot(args)
     wbc_config_for(robot)  # a bad WBC file or section stops here, before the simulation starts
     _warn_quick_checks(robot)
     progress = Progress(args.duration, "stand ")
-    summary = run_stand(
-        robot,
-        args.duration,
-        **_closed_loop_options(args),
-        on_tick=progress,
-    )
+    with stage_options(solve_period=args.solve_period):
+        summary = run_stand(
+            robot,
+            args.duration,
+            **_closed_loop_options(args),
+            on_tick=progress,
+        )
     progress.close()
     _print_result(summary, args.json)
     return 0
@@ -112,6 +113,7 @@ def cmd_stand(args) -> int:
 def cmd_walk(args) -> int:
     from whole_body_control.config import wbc_config_for
     from whole_body_control.runs.progress import Progress
+    from whole_body_control.runs.runner import stage_options
     from whole_body_control.runs.walk import run_walk
     from whole_body_control.walker_stage import walker_config_for
 
@@ -123,16 +125,17 @@ def cmd_walk(args) -> int:
     # the walk's length is known once planned: estimate it for the bar (steps + start + stop)
     gait = walker_config.gait(args.speed)  # the fast gait's step duration above the nominal speed
     progress = Progress((args.steps + 2) * (walker_config.step_duration if gait is None else gait[0]) + 1.0, "walk ")
-    summary = run_walk(
-        robot,
-        speed=args.speed,
-        vy=args.vy,
-        yaw_rate=args.yaw_rate,
-        steps=args.steps,
-        friction=args.friction,
-        **_closed_loop_options(args),
-        on_tick=progress,
-    )
+    with stage_options(solve_period=args.solve_period):
+        summary = run_walk(
+            robot,
+            speed=args.speed,
+            vy=args.vy,
+            yaw_rate=args.yaw_rate,
+            steps=args.steps,
+            friction=args.friction,
+            **_closed_loop_options(args),
+            on_tick=progress,
+        )
     progress.close()
     _print_result(summary, args.json)
     return 0
@@ -178,25 +181,27 @@ def cmd_scenarios(args) -> int:
     if args.through == "ros":
         from whole_body_control.runs.scenarios import RosOptions
 
-        options = RosOptions(control_period=args.control_period)
+        options = RosOptions(control_period=args.control_period, solve_period=args.solve_period)
     robot = _load_robot(args)  # a bad robot, WBC or walker file stops here, before the suite starts
     from whole_body_control.config import wbc_config_for
+    from whole_body_control.runs.runner import stage_options
     from whole_body_control.walker_stage import walker_config_for
 
     wbc_config_for(robot)
     walker_config_for(robot)
-    summary = run_suite(
-        args.robot,
-        args.only,
-        args.out,
-        video=args.video,
-        jobs=args.jobs,
-        on_result=progress,
-        through=args.through,
-        ros_options=options,
-        configs={"wbc_config": args.wbc_config, "walker_config": args.walker_config},
-        budget=args.budget,
-    )
+    with stage_options(solve_period=args.solve_period):  # (in-process; the graph's is in options)
+        summary = run_suite(
+            args.robot,
+            args.only,
+            args.out,
+            video=args.video,
+            jobs=args.jobs,
+            on_result=progress,
+            through=args.through,
+            ros_options=options,
+            configs={"wbc_config": args.wbc_config, "walker_config": args.walker_config},
+            budget=args.budget,
+        )
     print(format_table(summary))
     if args.json:
         print(json.dumps(summary))
@@ -261,8 +266,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON line")
     p.set_defaults(func=cmd_check)
 
+    def solve_period(p, where: str = ""):
+        p.add_argument(
+            "--solve-period",
+            type=number(ge=0.0, unit="[s]"),
+            default=0.0,
+            help=f"{where}the whole-body QP every SOLVE_PERIOD [s] of states, its plan held between, "
+            "as the ROS controller's solve_period (config/ros/*.yaml: 0.004); default 0: every state",
+        )
+
     def closed_loop(p):
         _add_robot(p)
+        solve_period(p)
         p.add_argument(
             "--push-dv",
             nargs=2,
@@ -325,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.001,
         help="--through ros: control period of the graph [s] (0.002 halves the wall time)",
     )
+    solve_period(p)
     p.add_argument(
         "--budget",
         type=number(gt=0.0, unit="[s]"),

@@ -12,6 +12,9 @@ latched by the stage's supervisor.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -20,6 +23,7 @@ import numpy as np
 from whole_body_control.config import wbc_config_for
 from whole_body_control.control_stage import Command, ControlStage, Observation, StageConfig
 from whole_body_control.controller import WbcResult, WholeBodyController
+from whole_body_control.errors import ConfigError
 from whole_body_control.robot import RobotModel
 from whole_body_control.runs.report import Recorder
 from whole_body_control.sim import SimConfig, Simulation
@@ -67,13 +71,55 @@ def push_body(robot: RobotModel) -> str:
     return robot.config.torso_frame
 
 
+@dataclass(frozen=True)
+class StageOptions:
+    """How in-process runs drive the control stage (:func:`stage_options`)."""
+
+    # [s] the QP on every state whose stamp is solve_period past the last solve's (whole
+    # periods), the states between answered from its plan, solved after the command: as the
+    # ROS graph's controller with its `solve_period` (config/ros/*.yaml: 4 ms), so that the
+    # configuration shipped for real time can be measured here.  0: every state solved at once
+    solve_period: float = 0.0
+
+    def validate(self) -> None:
+        if not (math.isfinite(self.solve_period) and self.solve_period >= 0):
+            raise ConfigError(f"solve_period must be finite and >= 0 [s], got {self.solve_period}")
+
+    def solve_every(self, period: float) -> int:
+        return max(1, round(self.solve_period / period)) if self.solve_period > 0 else 1
+
+
+_stage_options = StageOptions()
+
+
+def current_stage_options() -> StageOptions:
+    return _stage_options
+
+
+@contextlib.contextmanager
+def stage_options(**changes):
+    """In-process runs started inside the block (and in processes forked there) use
+    :class:`StageOptions` with ``changes`` (e.g. ``with stage_options(solve_period=0.004): run_walk(...)``)."""
+    global _stage_options
+    saved = _stage_options
+    options = dataclasses.replace(saved, **changes)
+    options.validate()
+    _stage_options = options
+    try:
+        yield options
+    finally:
+        _stage_options = saved
+
+
 def in_process_stage(
     robot: RobotModel, ctrl: WholeBodyController, period: float, com_mode: str = "reference"
 ) -> ControlStage:
-    """The control stage of an in-process run: every state solved at once, the controller's
-    time step the period (reproducible to the bit), the base state given; ``com_mode`` as
-    in :func:`~whole_body_control.walker_stage.walker_to_reference`."""
-    config = StageConfig(period=period, fixed_dt=True, com_mode=com_mode)
+    """The control stage of an in-process run: the controller's time step the period
+    (reproducible to the bit), the base state given; ``com_mode`` as in
+    :func:`~whole_body_control.walker_stage.walker_to_reference`; solves as
+    :func:`current_stage_options` says (:func:`control_tick` runs them)."""
+    solve_every = _stage_options.solve_every(period)
+    config = StageConfig(period=period, fixed_dt=True, com_mode=com_mode, solve_every=solve_every)
     return ControlStage(robot, config=config, controller=ctrl)
 
 
@@ -93,14 +139,23 @@ def observe(sim: Simulation, stamp_ns: int, q: np.ndarray, v: np.ndarray) -> Obs
 
 
 def control_tick(stage: ControlStage, obs: Observation, reference=None) -> tuple[Command, WbcResult]:
-    """One stage cycle: its command and the controller's result of the tick (a damping
-    result when the supervisor answered without a solve)."""
+    """One stage cycle and the solve it left due (multi-rate, after the command): the
+    command and the result that stands for the tick (a damping result when the
+    supervisor answered without a solve; between solves, the plan's result with the
+    torques sent and this tick's time)."""
     before = stage.last_result
+    start = time.perf_counter()
     cmd = stage.cycle(obs, reference)
-    result = stage.last_result
-    if result is None or result is before:
-        result = stage.ctrl.damping_result(cmd.tau, cmd.reason)
-    return cmd, result
+    if stage.config.solve_every == 1:
+        result = stage.last_result
+        if result is None or result is before:
+            result = stage.ctrl.damping_result(cmd.tau, cmd.reason)
+        return cmd, result
+    answered = stage.last_result  # the plan's result (or this state's, when it armed)
+    stage.finish()
+    if cmd.damping or answered is None:
+        return cmd, stage.ctrl.damping_result(cmd.tau, cmd.reason)
+    return cmd, dataclasses.replace(answered, tau=cmd.tau, tick_time=time.perf_counter() - start)
 
 
 def run_stand(

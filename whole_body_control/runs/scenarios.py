@@ -40,7 +40,7 @@ import numpy as np
 
 from whole_body_control.config import wbc_config_for
 from whole_body_control.errors import ConfigError
-from whole_body_control.runs import report
+from whole_body_control.runs import report, runner
 
 FRICTION_ASSUMED = 0.7  # [-] the controller's friction coefficient in the friction scenarios
 WALK_SPEED = 0.25  # [m/s]
@@ -874,7 +874,7 @@ def determinism(robot, out_dir) -> dict:
         for i in range(2):
             d = Path(tmp) / str(i)
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-                pool.submit(_seeded_walk, robot_spec(robot), str(d)).result()
+                pool.submit(_seeded_walk, robot_spec(robot), str(d), runner.current_stage_options()).result()
             data = dict(np.load(d / "timeseries.npz"))
             runs.append((data, _bag_digest(d / "bag")))
     (a, bag_a), (b, bag_b) = runs
@@ -891,12 +891,12 @@ def determinism(robot, out_dir) -> dict:
     }
 
 
-def _seeded_walk(spec: dict, out_dir: str) -> None:
-    """One run of :func:`determinism` (in its own process)."""
+def _seeded_walk(spec: dict, out_dir: str, stage: runner.StageOptions) -> None:
+    """One run of :func:`determinism` (in its own process, with the caller's ``stage`` options)."""
     from whole_body_control.robot import load_robot
     from whole_body_control.runs.walk import run_walk
 
-    with report.options(video=False):
+    with report.options(video=False), runner.stage_options(**dataclasses.asdict(stage)):
         robot = load_robot(**spec)
         noise = SensorNoise(seed=3).hook()
         run_walk(robot, WALK_SPEED, 0.0, 0.0, 3, None, 1.0, None, None, out_dir, observe_hook=noise)
@@ -1824,9 +1824,11 @@ def run_suite(
         summary.update(
             through="ros",
             control_period_s=options.control_period,
+            solve_period_s=options.solve_period,
             not_applicable=sum(1 for r in ordered if r.get("applies") is False),
         )
     else:
+        summary["solve_period_s"] = runner.current_stage_options().solve_period
         timed = [r for r in ordered if r.get("tick_ms_max") is not None]
         # over every scenario that ran the controller: the worst per-scenario figures [ms]
         summary["tick_ms_p99_max"] = max((r["tick_ms_p99"] for r in timed), default=None)
