@@ -455,28 +455,40 @@ def test_real_time_arms_in_the_solve_process_and_never_solves_in_the_loop(talos)
         stage.close()
 
 
-def test_real_time_resumes_from_the_kept_plan_after_a_short_stale_outage(talos):
-    """Real time with a solve process: joint states that stop for 8 periods (a stalled
-    machine) get damping from the watchdog within 3 periods; the first state back is
-    answered at once from the plan kept through the outage, not damped while an arming
-    solve runs.  An outage longer than the held plans' limit re-arms through a solve."""
+def _real_time_ticker(talos):
+    """A Talos simulation, a real-time stage with a solve process (started: states 0 to 99
+    answered, armed), ``tick(ns, missing="")``: one state through the stage (the reference
+    missing for ``missing``), its command applied; and the command of state 99."""
     sim = Simulation(talos, SimConfig(visual_meshes=False))
     sim.reset(talos.q_ref)
     stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_worker="process"))
 
-    def tick(ns: int):
+    def tick(ns: int, missing: str = ""):
         stage.supervisor.received(ns)
-        cmd = stage.cycle(observe(sim, ns))
+        cmd = stage.cycle(observe(sim, ns), None, missing)
         stage.finish()
         stage._worker.wait()  # (this loop outruns the clock)
         sim.step(cmd.tau)
         return cmd
 
+    stage._worker.start()
     try:
-        stage._worker.start()
         for k in range(100):
             cmd = tick(k * PERIOD_NS)
         assert not cmd.damping, cmd.reason
+    except BaseException:
+        stage.close()
+        raise
+    return sim, stage, tick, cmd
+
+
+def test_real_time_resumes_from_the_kept_plan_after_a_short_stale_outage(talos):
+    """Real time with a solve process: joint states that stop for 8 periods (a stalled
+    machine) get damping from the watchdog within 3 periods; the first state back is
+    answered at once from the plan kept through the outage, not damped while an arming
+    solve runs.  An outage longer than the held plans' limit re-arms through a solve."""
+    sim, stage, tick, cmd = _real_time_ticker(talos)
+    try:
         last = 99 * PERIOD_NS
         answers = [stage.watchdog(last + j * PERIOD_NS) for j in range(1, 9)]  # no state for 8 periods
         assert answers[0] is None and answers[1] is None
@@ -509,23 +521,8 @@ def test_real_time_resumes_from_the_kept_plan_after_a_late_walking_reference(tal
     walker node starved of CPU) damps the robot with that reason, but the plan is kept:
     the first state with a reference again is answered at once from it (resumed), not
     damped while an arming solve runs.  Other refusals (a NaN state) drop the plan."""
-    sim = Simulation(talos, SimConfig(visual_meshes=False))
-    sim.reset(talos.q_ref)
-    stage = ControlStage(talos, None, StageConfig(period=0.001, solve_every=4, solve_worker="process"))
-
-    def tick(ns: int, missing: str = ""):
-        stage.supervisor.received(ns)
-        cmd = stage.cycle(observe(sim, ns), None, missing)
-        stage.finish()
-        stage._worker.wait()  # (this loop outruns the clock)
-        sim.step(cmd.tau)
-        return cmd
-
+    sim, stage, tick, _ = _real_time_ticker(talos)
     try:
-        stage._worker.start()
-        for k in range(100):
-            cmd = tick(k * PERIOD_NS)
-        assert not cmd.damping, cmd.reason
         for k in range(100, 140):
             late = tick(k * PERIOD_NS, "no walking reference at t = 0.100 s")
             assert late.damping and late.reason.startswith("no walking reference"), late.reason
