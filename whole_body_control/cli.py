@@ -266,12 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON line")
     p.set_defaults(func=cmd_check)
 
-    def solve_period(p, where: str = ""):
+    def solve_period(p):
         p.add_argument(
             "--solve-period",
             type=number(ge=0.0, unit="[s]"),
             default=0.0,
-            help=f"{where}the whole-body QP every SOLVE_PERIOD [s] of states, its plan held between, "
+            help="the whole-body QP every SOLVE_PERIOD [s] of states, its plan held between, "
             "as the ROS controller's solve_period (config/ros/*.yaml: 0.004); default 0: every state",
         )
 

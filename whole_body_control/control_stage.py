@@ -461,9 +461,10 @@ class ControlStage:
     def _resume(self, ns: int) -> None:
         """The first usable state after an outage (a stale state or a late walking reference;
         real time, a worker): armed again at once, holding the plan kept through the outage
-        if it is within the held plans' limit; else armed by a solve as usual.  Re-arming through the solve process
-        after each outage damped a few more periods (the arming solve, 2 to 5 ms on the
-        loaded 2-core machine) each time the machine stalled the robot's states."""
+        if it is within the held plans' limit; else armed by a solve as usual.  Re-arming
+        through the solve process after each outage damped a few more periods (the arming
+        solve, 2 to 5 ms on the loaded 2-core machine) each time the machine stalled the
+        robot's states."""
         self._outage = False
         plan, sup = self._plan, self.supervisor
         if (
