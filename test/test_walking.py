@@ -163,3 +163,17 @@ def test_talos_walk_solutions_satisfy_the_dynamics(talos_walk):
     summary, ticks = talos_walk
     assert ticks["ok"] > 0.95 * sum(summary["statuses"].values()), summary["statuses"]
     assert not ticks["residual_bad"], ticks["residual_bad"][:5]
+
+
+def test_talos_walks_with_the_real_time_graphs_solve_period():
+    """The QP every 4 ms, its plan held between (config/ros's ``solve_period``), the walker
+    measuring each state itself (the controller's state is up to 4 ms old): the walk lands
+    every step where planned, and every tick counts as its plan's status (none as damping)."""
+    from whole_body_control.runs.runner import stage_options
+
+    with stage_options(solve_period=0.004):
+        s = run_walk(load_robot("talos"), SPEED, 0.0, 0.0, 4, None, 1.0, None, None, None)
+    assert not s["fell"], s["fall_reason"]
+    assert s["steps_completed"] == 4
+    assert s["footstep_error_max_m"] < 0.01
+    assert set(s["statuses"]) == {"ok"}, s["statuses"]
