@@ -393,7 +393,7 @@ class ControlStage:
             # a late walker is an outage like a stale state: the plan is kept, and held again
             # when the reference is back (else re-armed by a solve that waited up to 260 ms
             # for a CPU on the loaded 2-core machine, damped meanwhile, and G1 fell)
-            return self._damping(ns, why, outage=bool(reference_missing) and why == reference_missing)
+            return self._damping(ns, why, outage=why == reference_missing)
         if self._submitted_ns is not None:
             self._take_solved(ns)
         if self._outage:

@@ -146,16 +146,13 @@ def control_tick(stage: ControlStage, obs: Observation, reference=None) -> tuple
     before = stage.last_result
     start = time.perf_counter()
     cmd = stage.cycle(obs, reference)
-    if stage.config.solve_every == 1:
-        result = stage.last_result
-        if result is None or result is before:
-            result = stage.ctrl.damping_result(cmd.tau, cmd.reason)
-        return cmd, result
-    answered = stage.last_result  # the plan's result (or this state's, when it armed)
-    stage.finish()
-    if cmd.damping or answered is None:
+    result = stage.last_result
+    stage.finish()  # (multi-rate) the solve this state left due, after its command
+    if result is None or (result is before and cmd.damping):
         return cmd, stage.ctrl.damping_result(cmd.tau, cmd.reason)
-    return cmd, dataclasses.replace(answered, tau=cmd.tau, tick_time=time.perf_counter() - start)
+    if result is before:  # answered from the plan between solves
+        return cmd, dataclasses.replace(result, tau=cmd.tau, tick_time=time.perf_counter() - start)
+    return cmd, result
 
 
 def run_stand(
