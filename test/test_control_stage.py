@@ -260,20 +260,41 @@ def test_stage_estimates_the_base_in_process(talos):
     assert sim.base_height() > 0.9 * talos.q_ref[2]
 
 
-def test_stage_detects_a_lift_from_the_foot_sensors_and_holds_the_posture(talos):
-    sim = Simulation(talos, SimConfig(visual_meshes=False))
-    sim.reset(talos.q_ref)
-    stage = ControlStage(talos, None, StageConfig(period=0.001, fixed_dt=True))
-    for k in range(200):
-        sim.step(stage.cycle(observe(sim, k * PERIOD_NS)).tau)
-    assert not stage.lifted
-    lifted = observe(sim, 200 * PERIOD_NS)
-    for k in range(200, 300):
-        lifted = observe(sim, k * PERIOD_NS)
-        lifted.wrenches = {s: np.zeros(6) for s in ("left", "right")}  # both soles unloaded
-        cmd = stage.cycle(lifted)
-        sim.step(cmd.tau)
-    assert stage.lifted and cmd.status == "airborne"
+@pytest.mark.parametrize(
+    "solve_every, worker, wait",
+    [(1, "none", 0), (4, "none", 0), (4, "process", 2)],
+    ids=["every-state", "4", "4-process"],
+)
+def test_stage_detects_a_lift_from_the_foot_sensors_and_holds_the_posture(talos, solve_every, worker, wait):
+    """Both soles unloaded for the debounce (50 ms) on every state: lifted at the 50th,
+    the posture held; a foot loaded on three states in four (a robot on its feet whose
+    sensors drop out on the others) is no lift, whichever states the QP solves: the
+    detector sees every state (fed the solves' states alone it declared this a lift, or
+    not, depending on which states the solve process took)."""
+    config = StageConfig(period=0.001, fixed_dt=True, solve_every=solve_every, solve_worker=worker, solve_wait=wait)
+    unloaded = {s: np.zeros(6) for s in ("left", "right")}
+    for pattern in ("dropouts", "unloaded"):
+        sim = Simulation(talos, SimConfig(visual_meshes=False))
+        sim.reset(talos.q_ref)
+        stage = ControlStage(talos, None, config)
+        try:
+            lifted_at = None
+            for k in range(400):
+                obs = observe(sim, k * PERIOD_NS)
+                if k >= 200 and (pattern == "unloaded" or k % 4 == 1):
+                    obs.wrenches = unloaded
+                cmd = stage.cycle(obs)
+                stage.finish()
+                sim.step(cmd.tau)
+                if stage.lifted and lifted_at is None:
+                    lifted_at = k
+                    assert any(e.startswith(f"lifted at t = {k * 1e-3:.3f} s") for e in stage.supervisor.events)
+        finally:
+            stage.close()
+        if pattern == "dropouts":
+            assert lifted_at is None and cmd.status == "ok", cmd.reason
+        else:
+            assert lifted_at == 250 and cmd.status == "airborne", (lifted_at, cmd.reason)
 
 
 def walk_through_stage(robot, config: StageConfig, steps: int, push=None):

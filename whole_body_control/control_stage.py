@@ -20,7 +20,10 @@ a_k s - v)`` (joints, ``s`` the time since the plan's state, ``Kp = m w^2``,
 ``Kd = 2 m w`` with ``m`` the joint's diagonal inertia and ``w =
 hold_bandwidth``), then the QP of a solve state runs (:meth:`ControlStage.finish`,
 or at the start of the next cycle): a plan computed on state k applies from
-state k + 1 to k + N.  The supervisor's checks run on every state.  What the
+state k + 1 to k + N.  The supervisor's checks and the lift detector run on every
+state (the detector's debounce wants the condition uninterrupted: fed the solves'
+states alone, one in four, it missed a foot loaded between them); a lift detected
+puts the controller in its airborne mode at the next solve.  What the
 real stacks do (a WBC at a few hundred Hz under a faster joint loop): the command
 of a state does not wait for a solve.  In one thread (default) the run is
 deterministic (lockstep).  With a worker (``solve_worker``: a second thread, or a
@@ -304,8 +307,10 @@ class ControlStage:
         self.last_stamp_ns: int | None = None
         self.last_result = None
         self.lifted = False
+        self._contact_expected = True  # the controller has a foot in contact (after its last solve)
         self.base_estimate: tuple[np.ndarray, np.ndarray] | None = None
         self.needs_reset = True  # the controller is seeded at the next usable state
+        self.reseeds = 0  # times the controller was seeded (arming after a reset or a long outage)
         self.resume_ns = max(20 * self.period_ns, RESUME_LIMIT_NS)  # a shorter outage resumes without re-seeding
         self._plan: _Plan | None = None  # multi-rate: the newest solution
         self._pending: tuple[Observation, Reference] | None = None  # a solve that is due
@@ -394,6 +399,8 @@ class ControlStage:
             # when the reference is back (else re-armed by a solve that waited up to 260 ms
             # for a CPU on the loaded 2-core machine, damped meanwhile, and G1 fell)
             return self._damping(ns, why, outage=why == reference_missing)
+        if self.config.lift_detection and obs.wrenches is not None and not self.lifted:
+            self._detect_lift(obs)
         if self._submitted_ns is not None:
             self._take_solved(ns)
         if self._outage:
@@ -428,6 +435,14 @@ class ControlStage:
             if worker is not None:
                 self._submitted_ns = ns
         return cmd
+
+    def _detect_lift(self, obs: Observation) -> None:
+        """Feed the lift detector the soles' normal forces; once lifted, the next solve
+        holds the posture (:meth:`WholeBodyController.hold_airborne`) until a re-arm."""
+        t = obs.stamp_ns * 1e-9
+        if self.lift.update(t, (obs.wrenches[s][2] for s in SIDES), self._contact_expected):
+            self.lifted = True
+            self.supervisor.events.append(f"lifted at t = {t:.3f} s: airborne posture hold")
 
     def _arm_in_background(self, obs: Observation, reference: Reference) -> Command | None:
         """Real time with a solve process: the solve that arms (or re-seeds, or replaces a
@@ -622,6 +637,7 @@ class ControlStage:
                 ctrl.reset(q, v, t)
                 self.lift.reset()
                 self.lifted = False
+                self.reseeds += 1
                 self.needs_reset = False
                 self.last_ctrl_ns = ns
                 sup.events.append(f"armed at t = {t:.3f} s")
@@ -636,18 +652,15 @@ class ControlStage:
         else:
             dt = (ns - self.last_ctrl_ns) * 1e-9
         self.last_ctrl_ns = ns
-        if self.config.lift_detection and obs.wrenches is not None and not self.lifted:
-            expects = any(c.active for c in ctrl.contacts.values())
-            if self.lift.update(t, (obs.wrenches[s][2] for s in SIDES), expects):
-                self.lifted = True
-                ctrl.hold_airborne()
-                sup.events.append(f"lifted at t = {t:.3f} s: airborne posture hold")
+        if self.lifted and not ctrl.airborne:
+            ctrl.hold_airborne()
         wbc_ref = None
         if reference is not None and not self.lifted:
             st = ctrl.state
             want = {s: bool(reference.feet[s].in_contact) for s in SIDES}
             wbc_ref = walker_to_reference(reference, want, self.config.com_mode, st.com.copy(), st.vcom.copy())
         result = ctrl.cycle(q, v, dt, wbc_ref)
+        self._contact_expected = any(c.active for c in ctrl.contacts.values())
         self.last_result = result
         damping = result.status == "damping"
         tau = self._clip(result.tau)
@@ -675,19 +688,20 @@ class ControlStage:
 
     # -- the solve in a second process (solve_worker "process") --------------------------------
 
-    def _sync(self) -> tuple[bool, bool, bool]:
-        """What the worker's stage must know before a solve: (armed, needs_reset, time reset)."""
+    def _sync(self) -> tuple[bool, bool, bool, bool]:
+        """What the worker's stage must know before a solve: (armed, needs_reset, time
+        reset, lifted)."""
         reset, self._time_reset = self._time_reset, False
-        return self.supervisor.armed, self.needs_reset, reset
+        return self.supervisor.armed, self.needs_reset, reset, self.lifted
 
     def serve(self, obs: Observation, reference, generation: int | None, sync: tuple[bool, bool, bool]):
         """(In the worker process) one solve for the caller's stage: see :meth:`_absorb`."""
-        armed, needs_reset, reset = sync
+        armed, needs_reset, reset, self.lifted = sync
         if reset:
             self.reset_time()
         sup = self.supervisor
         sup.armed, self.needs_reset = armed, needs_reset
-        before = self._generation
+        before, reseeds = self._generation, self.reseeds
         cmd = self._solve(obs, reference, generation)
         plan = self._plan if generation is None else self._solved[1]
         events = list(sup.events)
@@ -701,7 +715,8 @@ class ControlStage:
             sup.reason,
             events,
             self.needs_reset,
-            self.lifted,
+            self.reseeds != reseeds,
+            self._contact_expected,
             self.base_estimate,
             self.last_result,
         )
@@ -711,7 +726,10 @@ class ControlStage:
         foreground solve's command (arming, damping), or the background plan."""
         sup = self.supervisor
         sup.events.extend(reply.events)
-        self.lifted = reply.lifted
+        if reply.reseeded:  # (a lift detected here since the solve's state is dropped too)
+            self.lift.reset()
+            self.lifted = False
+        self._contact_expected = reply.contact_expected
         self.base_estimate = reply.base_estimate
         if reply.last_result is not None:
             self.last_result = reply.last_result
@@ -918,7 +936,8 @@ class SolveReply:
     reason: str
     events: list[str]
     needs_reset: bool
-    lifted: bool
+    reseeded: bool  # the solve re-seeded the controller (the lift detector starts over)
+    contact_expected: bool  # the controller has a foot in contact
     base_estimate: tuple[np.ndarray, np.ndarray] | None
     last_result: object
 
