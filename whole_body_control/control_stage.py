@@ -310,7 +310,7 @@ class ControlStage:
         self._contact_expected = True  # the controller has a foot in contact (after its last solve)
         self.base_estimate: tuple[np.ndarray, np.ndarray] | None = None
         self.needs_reset = True  # the controller is seeded at the next usable state
-        self.reseeds = 0  # times the controller was seeded (arming after a reset or a long outage)
+        self._reseeds = 0  # times the controller was seeded (arming after a reset or a long outage)
         self.resume_ns = max(20 * self.period_ns, RESUME_LIMIT_NS)  # a shorter outage resumes without re-seeding
         self._plan: _Plan | None = None  # multi-rate: the newest solution
         self._pending: tuple[Observation, Reference] | None = None  # a solve that is due
@@ -637,7 +637,7 @@ class ControlStage:
                 ctrl.reset(q, v, t)
                 self.lift.reset()
                 self.lifted = False
-                self.reseeds += 1
+                self._reseeds += 1
                 self.needs_reset = False
                 self.last_ctrl_ns = ns
                 sup.events.append(f"armed at t = {t:.3f} s")
@@ -694,14 +694,14 @@ class ControlStage:
         reset, self._time_reset = self._time_reset, False
         return self.supervisor.armed, self.needs_reset, reset, self.lifted
 
-    def serve(self, obs: Observation, reference, generation: int | None, sync: tuple[bool, bool, bool]):
+    def serve(self, obs: Observation, reference, generation: int | None, sync: tuple[bool, bool, bool, bool]):
         """(In the worker process) one solve for the caller's stage: see :meth:`_absorb`."""
         armed, needs_reset, reset, self.lifted = sync
         if reset:
             self.reset_time()
         sup = self.supervisor
         sup.armed, self.needs_reset = armed, needs_reset
-        before, reseeds = self._generation, self.reseeds
+        before, reseeds = self._generation, self._reseeds
         cmd = self._solve(obs, reference, generation)
         plan = self._plan if generation is None else self._solved[1]
         events = list(sup.events)
@@ -715,7 +715,7 @@ class ControlStage:
             sup.reason,
             events,
             self.needs_reset,
-            self.reseeds != reseeds,
+            self._reseeds != reseeds,
             self._contact_expected,
             self.base_estimate,
             self.last_result,
