@@ -726,7 +726,7 @@ class ControlStage:
         foreground solve's command (arming, damping), or the background plan."""
         sup = self.supervisor
         sup.events.extend(reply.events)
-        if reply.reseeded:  # (a lift detected here since the solve's state is dropped too)
+        if reply.reseeded:  # the detector starts over, as in one process (a lift seen since that state too)
             self.lift.reset()
             self.lifted = False
         self._contact_expected = reply.contact_expected
