@@ -10,8 +10,15 @@ from zmp_walker.config import StepAdjustmentConfig, WalkerConfig
 from zmp_walker.footsteps import FootstepPlanner, side_sign
 from zmp_walker.generator import MeasuredState, PatternGenerator
 from zmp_walker.geometry import FootPose, SoleRect, polygons_overlap, sole_corners
-from zmp_walker.step_adjust import ReplannedSwing, capture_offset, clamp_landing, quintic_to_rest
-from zmp_walker.swing import SwingTrajectory
+from zmp_walker.step_adjust import (
+    ReplannedSwing,
+    capture_offset,
+    clamp_landing,
+    quintic_to_rest,
+    retimed_height,
+    swing_reach,
+)
+from zmp_walker.swing import SwingState, SwingTrajectory
 
 SOLE = SoleRect(-0.10, 0.10, -0.065, 0.065)
 G1_SOLE = SoleRect(-0.05, 0.12, -0.03, 0.03)
@@ -118,6 +125,79 @@ def test_replanned_swing_starts_from_the_current_state():
     assert np.abs(end.acc).max() < 1e-9
     c = quintic_to_rest([1.0], [2.0], [3.0], [4.0], 0.5)
     assert c[:3, 0] == pytest.approx([1.0, 2.0, 1.5])
+
+
+def _peak_acc(state, landing_xy, T, landing_z=None):
+    """Peak acceleration of the quintic from ``state`` to rest at the landing, sampled densely
+    (horizontal; with ``landing_z``, the height's too)."""
+    tau = np.linspace(0.0, T, 2001)
+    c = quintic_to_rest(state.pos[:2], state.vel[:2], state.acc[:2], landing_xy, T)
+    acc = 2 * c[2] + tau[:, None] * (6 * c[3] + tau[:, None] * (12 * c[4] + tau[:, None] * 20 * c[5]))
+    peak = np.linalg.norm(acc, axis=1).max()
+    if landing_z is not None:
+        cz = quintic_to_rest([state.pos[2]], [state.vel[2]], [state.acc[2]], [landing_z], T)[:, 0]
+        peak = max(peak, np.abs(2 * cz[2] + tau * (6 * cz[3] + tau * (12 * cz[4] + tau * 20 * cz[5]))).max())
+    return peak
+
+
+def test_swing_reach_keeps_the_replanned_swing_within_the_acceleration_limit():
+    base = SwingTrajectory(FootPose([0.0, 0.085, 0.0]), FootPose([0.2, 0.085, 0.0]), 1.0, 1.64, 0.05)
+    state = base(1.2)  # moving forward, rising
+    planned, target = np.array([0.2, 0.085]), np.array([0.55, -0.05])
+    for T, a_max in ((0.4, 10.0), (0.3, 20.0), (0.25, 30.0)):
+        lam = swing_reach(state, planned, target, T, a_max)
+        assert 0.0 < lam < 1.0
+        landing = planned + lam * (target - planned)
+        # the landing it allows asks the limit at its peak, a little farther asks more
+        assert _peak_acc(state, landing, T) == pytest.approx(a_max, rel=0.02)
+        assert _peak_acc(state, planned + (lam + 0.05) * (target - planned), T) > a_max
+    assert swing_reach(state, planned, target, 0.4, 1000.0) == 1.0  # in reach: the whole move
+    assert swing_reach(state, planned, target, 0.05, 20.0) is None  # the planned landing is not
+    # a retimed swing comes down too: from 5 cm, at rest above its landing, 0.1 s asks 29 m/s^2
+    apex = SwingState(np.array([0.2, 0.085, 0.05]), np.zeros(3), np.zeros(3), 0.0, 0.0, 0.0)
+    assert _peak_acc(apex, planned, 0.1, 0.0) == pytest.approx(5.7735 * 0.05 / 0.01, rel=1e-3)
+    assert swing_reach(apex, planned, planned, 0.1, 20.0) == 1.0  # the height not re-planned
+    base = SwingTrajectory(FootPose([0.0, 0.085, 0.0]), FootPose([0.2, 0.085, 0.0]), 1.0, 1.64, 0.05)
+    late = 1.4  # past the middle: no bump back up to the apex
+    assert swing_reach(apex, planned, planned, 0.1, 20.0, retimed_height(apex, base, late, late + 0.1)) is None
+    assert swing_reach(apex, planned, planned, 0.2, 20.0, retimed_height(apex, base, late, late + 0.2)) == 1.0
+
+
+def test_a_pushed_swing_asks_no_more_than_the_swing_acceleration_limit():
+    """Pushed towards the stance foot, the step timing asks the swing foot to land early: without a
+    limit the re-planned swing asks well above it; with one, no swing sample does."""
+    peaks = {}
+    for limit in (None, 30.0):
+        cfg = StepAdjustmentConfig(min_swing_duration=0.2, max_swing_acc=limit)
+        gen = PatternGenerator(
+            WalkerConfig().replace(step_adjustment=cfg),
+            FootPose([0, 0.085, 0]),
+            FootPose([0, -0.085, 0]),
+            np.array([0, 0, 0.87]),
+            SOLE,
+            SOLE,
+        )
+        gen.walk_steps(8, 0.2)
+        gen.cycle(0.0)
+        lift = gen.schedule.steps[2]
+        c, cd, dt = np.array([0.0, 0.0, 0.87]), np.zeros(3), gen.config.dt
+        peak, moved = 0.0, False
+        for i in range(int(6.0 / dt)):
+            t = i * dt
+            if abs(t - (lift.t_start + 0.1)) < 0.5 * dt:
+                cd[1] -= side_sign(lift.side) * 0.3  # towards the stance foot
+            ref = gen.cycle(t, MeasuredState(c.copy(), cd.copy()))
+            w = gen.omega
+            acc = w * w * (c[:2] - ref.zmp_cmd[:2])
+            c[:2] += cd[:2] * dt + 0.5 * acc * dt * dt
+            cd[:2] += acc * dt
+            foot = ref.feet[lift.side]
+            if not foot.in_contact and lift.t_start < t:
+                peak = max(peak, float(np.abs(foot.lin_acc).max()))
+            moved |= gen.schedule.steps[2].t_end < lift.t_end - 1e-6
+        peaks[limit] = (peak, moved)
+    assert peaks[None][1] and peaks[None][0] > 45.0  # the step timing shortened the swing, and asked this much
+    assert peaks[30.0][0] <= 30.0 * 1.05
 
 
 @pytest.mark.parametrize("target", [(0.5, -0.6), (0.1, 0.1), (-0.4, -0.1), (0.05, -0.2)])

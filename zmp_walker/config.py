@@ -95,7 +95,9 @@ class StepAdjustmentConfig:
     ZMP can still bring it back (:meth:`PatternGenerator._delay_lift_off`).
     With ``anchor_tolerance`` set and measured feet, a sole that landed further
     than that from its footstep moves the plan onto where it landed
-    (:meth:`PatternGenerator._anchor_touchdown`).
+    (:meth:`PatternGenerator._anchor_touchdown`).  With ``max_swing_acc``, a
+    landing move goes only as far as the re-planned swing gets without asking the
+    foot for more acceleration, and a shorter swing must come down within it too.
     """
 
     enabled: bool = True
@@ -113,6 +115,9 @@ class StepAdjustmentConfig:
     # landing error [m] from which the plan is re-anchored on the landed sole; None: off
     anchor_tolerance: float | None = field(default=None, metadata={"ge": 0.0})
     anchor_delay: float = field(default=0.05, metadata={"ge": 0.0})  # after the touchdown: the sole has settled [s]
+    # peak acceleration [m/s^2] a re-planned swing may ask of the foot (what the whole-body controller
+    # tracks); None: no limit
+    max_swing_acc: float | None = field(default=None, metadata={"gt": 0.0})
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ from zmp_walker.footsteps import Footstep, FootstepPlanner, Side, other_side, si
 from zmp_walker.geometry import FootPose, SoleRect, support_polygon
 from zmp_walker.preview import PreviewPlanner
 from zmp_walker.schedule import Schedule
-from zmp_walker.step_adjust import ReplannedSwing, capture_offset, clamp_landing
+from zmp_walker.step_adjust import ReplannedSwing, capture_offset, clamp_landing, retimed_height, swing_reach
 from zmp_walker.swing import SwingTrajectory
 from zmp_walker.zmp_reference import ZmpReference, sole_center
 
@@ -530,7 +530,8 @@ class PatternGenerator:
         of reach, shortens the swing (step timing) to where the least of it is
         left; re-plans the swing from its current state and moves the planned
         DCM by the part the new footholds explain (CoM velocity jump, CoM
-        position and ZMP unchanged).
+        position and ZMP unchanged).  With ``max_swing_acc`` the move and the
+        touchdown are what the swing foot can make within that acceleration.
         """
         cfg = self.config.step_adjustment
         sched = self._schedule
@@ -574,14 +575,29 @@ class PatternGenerator:
         if self._recovering:  # steps planned in place: the move itself may be a whole step
             max_adjustment = max(max_adjustment, length_limit)
 
-        def landing(m):
+        swing = self._swing.get(k)
+        if swing is None:
+            swing = SwingTrajectory(phase.feet[step.side], step.pose, step.t_start, step.t_end, self.config.step_height)
+        foot = swing(t) if cfg.max_swing_acc is not None else None
+        base = swing.base if isinstance(swing, ReplannedSwing) else swing
+
+        def landing(m, T_c):
             target = step.position[:2] + m
-            pose = clamp_landing(self.footsteps, step.side, stance, planned, target, max_adjustment, length_limit)
+            aim = target
+            if foot is not None:  # no farther than the foot can get to by T_c
+                # a retimed swing's height is re-planned too
+                retimed = T_c < t_rem or getattr(swing, "retimed", False)
+                height = retimed_height(foot, base, t, t + T_c) if retimed else None
+                lam = swing_reach(foot, step.position[:2], target, T_c, cfg.max_swing_acc, height)
+                if lam is None and retimed:
+                    return None, math.inf
+                aim = step.position[:2] + (lam or 0.0) * m  # None: the swing as it is, no farther
+            pose = clamp_landing(self.footsteps, step.side, stance, planned, aim, max_adjustment, length_limit)
             if pose is not None:
                 pose = self._on_levels(sched.steps, k, pose)
             return pose, (math.inf if pose is None else float(np.linalg.norm(target - pose.position[:2])))
 
-        pose, left_out = landing(move)
+        pose, left_out = landing(move, t_rem)
         T = t_rem
         min_swing = cfg.min_swing_duration
         if cfg.min_swing_duration_stance_side is not None:
@@ -594,7 +610,7 @@ class PatternGenerator:
             # step timing: the remaining swing time that leaves the least of the move out of reach
             cost = left_out
             for T_c in np.linspace(t_min, t_rem, 8)[:-1]:
-                pose_c, out_c = landing(capture_offset(error, capacity, w, T_c))
+                pose_c, out_c = landing(capture_offset(error, capacity, w, T_c), T_c)
                 cost_c = out_c + cfg.timing_cost * (t_rem - T_c)
                 if cost_c < cost - 1e-3:
                     pose, T, cost = pose_c, float(T_c), cost_c
@@ -604,9 +620,6 @@ class PatternGenerator:
         if float(np.linalg.norm(shift)) < 1e-4 and T == t_rem:
             return
         # the swing foot: re-planned from its current state (C2) to the new landing
-        swing = self._swing.get(k)
-        if swing is None:
-            swing = SwingTrajectory(phase.feet[step.side], step.pose, step.t_start, step.t_end, self.config.step_height)
         # this and every later step move together; the plan follows the new footholds
         steps = list(sched.steps)
         for j in range(k, len(steps)):

@@ -36,6 +36,12 @@ the DCM feedback is left with the error the stance foot can absorb.
 The swing foot is re-planned from its current state (position, velocity and
 acceleration, so C2) to the new landing with a quintic that reaches it at
 rest at the touchdown time; height and yaw keep their original profile.
+With a limit on the swing foot's acceleration (what the whole-body controller
+tracks), the landing moves only as far as the re-planned swing can get in the
+time left, and a touchdown that the foot cannot make (out there or down from
+where it is) is not a candidate of the step timing (:func:`swing_reach`): a
+landing the controller cannot track ends with the foot short, high, and
+taken as a contact.
 """
 
 from __future__ import annotations
@@ -48,7 +54,10 @@ from zmp_walker.footsteps import FootstepPlanner, Side, side_sign
 from zmp_walker.geometry import FootPose
 from zmp_walker.swing import SwingState, SwingTrajectory, _bump
 
-__all__ = ["capture_offset", "clamp_landing", "quintic_to_rest", "ReplannedSwing"]
+__all__ = ["capture_offset", "clamp_landing", "quintic_to_rest", "retimed_height", "swing_reach", "ReplannedSwing"]
+
+# swing fractions at which a re-planned swing's acceleration is checked (its peak lies between them)
+_CHECKED = np.linspace(0.0, 1.0, 17)
 
 
 def capture_offset(error, zmp_capacity, w: float, t_remaining: float) -> np.ndarray:
@@ -159,12 +168,9 @@ class ReplannedSwing:
         self._c = quintic_to_rest(s.pos[:2], s.vel[:2], s.acc[:2], self.target, D)
         self.retimed = bool(getattr(previous, "retimed", False)) or abs(self.t_end - self.base.t_end) > 1e-9
         if self.retimed:
-            end = self.base.end
-            z1, yaw1 = float(end.position[2]), self.base.start.yaw + self.base.dyaw
-            self._cz = quintic_to_rest([s.pos[2], s.yaw], [s.vel[2], s.yaw_rate], [s.acc[2], s.yaw_acc], [z1, yaw1], D)
-            mid = _poly(self._cz, 0.5 * D)[0][0]
-            early = self.t_splice < 0.5 * (self.base.t_start + self.base.t_end)
-            self._h = max(0.0, self.base.top - mid) if early else 0.0
+            cz, self._h = retimed_height(s, self.base, self.t_splice, self.t_end)
+            cyaw = quintic_to_rest(s.yaw, s.yaw_rate, s.yaw_acc, self.base.start.yaw + self.base.dyaw, D)
+            self._cz = np.stack([cz, cyaw], axis=1)
 
     def __call__(self, t: float) -> SwingState:
         """Sample at time ``t`` [s]; the previous swing before the splice."""
@@ -195,6 +201,61 @@ class ReplannedSwing:
             float(yaw_rate),
             float(yaw_acc),
         )
+
+
+def retimed_height(state: SwingState, base: SwingTrajectory, t_splice: float, t_end: float) -> tuple[np.ndarray, float]:
+    """Height of a swing retimed at ``t_splice`` to touch down at ``t_end`` [s]: the quintic
+    coefficients (6,) from ``state`` down to rest at ``base``'s landing height, and the bump's
+    height ``h`` [m] that brings the middle of the rest of the swing back up to ``base``'s apex
+    while the swing is in its first half (0 after), ``z = quintic + h 64 s^3 (1 - s)^3``."""
+    D = t_end - t_splice
+    cz = quintic_to_rest(state.pos[2], state.vel[2], state.acc[2], float(base.end.position[2]), D)
+    early = t_splice < 0.5 * (base.t_start + base.t_end)
+    return cz, (max(0.0, base.top - float(_poly(cz, 0.5 * D)[0])) if early else 0.0)
+
+
+def swing_reach(state: SwingState, planned_xy, target_xy, T: float, max_acc: float, height=None) -> float | None:
+    """How far towards ``target_xy`` the swing foot can still land in ``T`` [s].
+
+    The largest ``lam`` in [0, 1] such that the swing re-planned from ``state`` to rest at
+    ``planned_xy + lam (target_xy - planned_xy)`` (2,) [m] (:func:`quintic_to_rest`) keeps its
+    horizontal acceleration within ``max_acc`` [m/s^2]; None when even ``planned_xy`` is out of
+    reach, or, with ``height`` (a retimed swing's re-planned height, :func:`retimed_height` for
+    the touchdown ``T`` from now), when the height asks for more than ``max_acc``.
+
+    The acceleration is affine in the landing, ``a(s) = a_free(s) + k(s) (p1 - p0)``, with
+    ``a_free`` the quintic from the foot's velocity and acceleration to rest where it is and
+    ``k(s) = 60 s (1 - s) (1 - 2 s) / T^2`` the minimum-jerk profile: at each checked instant
+    ``|g + lam h| <= max_acc`` is a quadratic inequality in ``lam``.
+    """
+    T = float(T)
+    s = _CHECKED
+    tau = s * T
+    free = _poly(quintic_to_rest(np.zeros(2), state.vel[:2], state.acc[:2], np.zeros(2), T), tau[:, None])[2]
+    k = 60.0 * s * (1.0 - s) * (1.0 - 2.0 * s) / (T * T)
+    p0 = np.asarray(state.pos[:2], dtype=float)
+    g = free + k[:, None] * (np.asarray(planned_xy, dtype=float)[:2] - p0)[None, :]
+    h = k[:, None] * (np.asarray(target_xy, dtype=float)[:2] - np.asarray(planned_xy, dtype=float)[:2])[None, :]
+    a2 = max_acc * max_acc
+    gg = np.einsum("ij,ij->i", g, g)
+    if (gg > a2 * (1.0 + 1e-9)).any():
+        return None
+    if height is not None:
+        cz, bump = height
+        r = 1.0 - s
+        # the quintic's and the bump's (see _bump)
+        az = _poly(cz, tau)[2] + bump * 384.0 * s * r * (r * r - 3.0 * s * r + s * s) / (T * T)
+        if (np.abs(az) > max_acc).any():
+            return None
+    hh = np.einsum("ij,ij->i", h, h)
+    gh = np.einsum("ij,ij->i", g, h)
+    moving = hh > 1e-18
+    if not moving.any():
+        return 1.0
+    # |g + lam h|^2 <= a^2: lam <= (-gh + sqrt(gh^2 - hh (gg - a^2))) / hh (the discriminant is >= 0 at lam = 0)
+    disc = np.maximum(gh[moving] ** 2 - hh[moving] * (gg[moving] - a2), 0.0)
+    lam = (-gh[moving] + np.sqrt(disc)) / hh[moving]
+    return float(min(1.0, max(0.0, lam.min())))
 
 
 def _poly(c: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
