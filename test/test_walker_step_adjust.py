@@ -157,7 +157,6 @@ def test_swing_reach_keeps_the_replanned_swing_within_the_acceleration_limit():
     apex = SwingState(np.array([0.2, 0.085, 0.05]), np.zeros(3), np.zeros(3), 0.0, 0.0, 0.0)
     assert _peak_acc(apex, planned, 0.1, 0.0) == pytest.approx(5.7735 * 0.05 / 0.01, rel=1e-3)
     assert swing_reach(apex, planned, planned, 0.1, 20.0) == 1.0  # the height not re-planned
-    base = SwingTrajectory(FootPose([0.0, 0.085, 0.0]), FootPose([0.2, 0.085, 0.0]), 1.0, 1.64, 0.05)
     late = 1.4  # past the middle: no bump back up to the apex
     assert swing_reach(apex, planned, planned, 0.1, 20.0, retimed_height(apex, base, late, late + 0.1)) is None
     assert swing_reach(apex, planned, planned, 0.2, 20.0, retimed_height(apex, base, late, late + 0.2)) == 1.0
