@@ -426,6 +426,27 @@ def test_a_swing_that_starts_towards_the_stance_foot_keeps_the_common_floor():
     assert done.steps[2].t_end - done.steps[2].t_start < floor - 0.05  # 20 ms into the swing: short swings
 
 
+def test_a_move_towards_the_stance_foot_within_the_landing_s_room_keeps_the_common_floor():
+    """The short stance-side swings are for a DCM the swing foot cannot step under (its move
+    towards the stance foot more than the landing's room before ``min_step_width``).  G1's
+    limits, a LIPM whose ZMP is the commanded (clamped) one, walking 0.2 m/s, pushed 0.6 m/s
+    forward and 0.1 m/s towards the stance foot 0.1 s after the third lift-off: the forward
+    move is out of reach, the sideways one is not; the swing keeps ``min_swing_duration`` and
+    the LIPM is caught.  (Taking every move towards the stance foot for one, the swings went
+    to 0.2 s from that step on and the LIPM was lost; in MuJoCo G1's DCM error in an unpushed
+    swing, and the rebound of a push towards the swing foot, did the same.)"""
+    from zmp_walker.config import load_walker_config
+
+    cfg = load_walker_config(robot="g1")
+    floor = cfg.step_adjustment.min_swing_duration
+    cfg = cfg.replace(step_adjustment=dataclasses.replace(cfg.step_adjustment, min_swing_duration_stance_side=0.2))
+    planned, done, error = _g1_lipm_pushed_in_single_support(cfg, 0.2, lambda step: (0.6, -side_sign(step.side) * 0.1))
+    assert error < 0.01
+    assert done.steps[2].t_end - done.steps[2].t_start >= floor - 1e-9  # the forward move's swing
+    assert done.steps[2].t_end < planned[2].t_end - 0.1  # ...shortened to the floor, not below
+    assert min(s.t_end - s.t_start for s in done.steps[4:]) >= floor - 1e-9
+
+
 def test_a_forward_push_lands_beyond_the_nominal_step_cap():
     """G1's limits, a LIPM whose ZMP is the commanded (clamped) one, walking 0.2 m/s (0.12 m
     steps under the nominal 0.15 m cap), pushed 0.6 m/s forward 0.1 s after the third lift-off:

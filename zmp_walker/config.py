@@ -84,9 +84,10 @@ class StepAdjustmentConfig:
     move out of reach shortens the swing, to no less than
     ``min_swing_duration``, where the unreachable part plus ``timing_cost``
     times the shortening [s] is smallest (see :mod:`zmp_walker.step_adjust`).
-    A move towards the stance foot's side, which the swing leg cannot make
-    without crossing the stance leg (it lands early beside it and the stance
-    leg steps out next), may shorten that swing and the stance leg's step after
+    A move towards the stance foot's side larger than the landing's room before
+    ``min_step_width``, which the swing leg cannot make without crossing the
+    stance leg (it lands early beside it and the stance leg steps out next),
+    may shorten that swing and the stance leg's step after
     it down to ``min_swing_duration_stance_side`` instead (None:
     ``min_swing_duration``), when it arises during the swing: a swing whose
     first adjustment already points that way keeps ``min_swing_duration``.
@@ -106,7 +107,8 @@ class StepAdjustmentConfig:
     min_time_to_touchdown: float = field(default=0.1, metadata={"gt": 0.0})  # no move later in the swing [s]
     timing: bool = True  # shorten the swing when the landing move is out of reach
     min_swing_duration: float = field(default=0.35, metadata={"gt": 0.0})  # shortest swing, lift-off to touchdown [s]
-    # shortest swing [s] when a push during the swing moves the landing towards the stance foot's side;
+    # shortest swing [s] when a push during the swing moves the landing towards the stance foot's side past
+    # min_step_width;
     # None: min_swing_duration
     min_swing_duration_stance_side: float | None = field(default=None, metadata={"gt": 0.0})
     timing_cost: float = field(default=0.3, metadata={"ge": 0.0})  # unreachable move worth 1 s of shortening [m/s]
