@@ -107,9 +107,8 @@ class StepAdjustmentConfig:
     min_time_to_touchdown: float = field(default=0.1, metadata={"gt": 0.0})  # no move later in the swing [s]
     timing: bool = True  # shorten the swing when the landing move is out of reach
     min_swing_duration: float = field(default=0.35, metadata={"gt": 0.0})  # shortest swing, lift-off to touchdown [s]
-    # shortest swing [s] when a push during the swing moves the landing towards the stance foot's side past
-    # min_step_width;
-    # None: min_swing_duration
+    # shortest swing [s] when a push during the swing moves the landing towards the stance foot's side,
+    # past min_step_width; None: min_swing_duration
     min_swing_duration_stance_side: float | None = field(default=None, metadata={"gt": 0.0})
     timing_cost: float = field(default=0.3, metadata={"ge": 0.0})  # unreachable move worth 1 s of shortening [m/s]
     max_lift_off_delay: float = field(default=0.0, metadata={"ge": 0.0})  # longest wait in double support [s]

@@ -565,8 +565,7 @@ class PatternGenerator:
             # a move towards the stance foot beyond the room the landing has before the legs'
             # minimum width: the DCM goes where this swing cannot step (more than the deadband
             # only, G1's DCM error took unpushed swings and a swing-side push's rebound for these)
-            room = side_sign(step.side) * float(lateral @ (step.position[:2] - stance.position[:2]))
-            room -= self.config.min_step_width
+            room = side_sign(step.side) * float(stance.to_local(step.position[:2])[1]) - self.config.min_step_width
             towards_stance = -side_sign(step.side) * float(lateral @ move) > max(cfg.deadband, room)
             # a swing that starts with the DCM already beyond its stance foot (the step after a
             # push towards the swing foot) keeps min_swing_duration: through the ROS graph the
