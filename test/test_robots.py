@@ -121,6 +121,49 @@ def test_com_above_the_support_polygon_at_q_ref(robot):
     assert com[2] > 0.5 * robot.q_ref[2]
 
 
+def _holding_torques(robot, side: str, point: np.ndarray) -> np.ndarray:
+    """Joint torques [N m] that hold the whole weight pushing along the sole's normal at ``point``
+    (sole frame) at q_ref, the links' own weight left out: RNEA with gravity off and the force
+    as an external one on the sole's joint (not the Jacobian that ``load_bearing_sole`` uses)."""
+    model = pin.Model(robot.model)
+    model.gravity.linear[:] = 0.0
+    frame = model.frames[robot.foot_frame_ids[side]]
+    force = frame.placement.rotation @ np.array([0.0, 0.0, robot.mass * 9.81])
+    at = frame.placement.act(point)
+    fext = [pin.Force.Zero() for _ in range(model.njoints)]
+    fext[frame.parentJoint] = pin.Force(force, np.cross(at, force))
+    zero = np.zeros(model.nv)
+    return pin.rnea(model, model.createData(), robot.q_ref, zero, zero, pin.StdVec_Force(fext))[6:]
+
+
+def test_each_leg_holds_the_whole_weight_on_its_load_bearing_sole(robot):
+    """Every corner of ``load_bearing_sole`` holds the weight within the torque limits, and it is
+    the whole sole where every corner of the sole does."""
+    for side, foot in robot.feet.items():
+        held, joint = robot.load_bearing_sole(side)
+        for corner in held.corners():
+            load = np.abs(_holding_torques(robot, side, corner)) / robot.tau_max
+            worst = int(np.argmax(load))
+            assert load[worst] <= 1.0, f"{side} corner {corner[:2]}: {robot.joint_names[worst]} at {load[worst]:.2f}"
+        whole = all((np.abs(_holding_torques(robot, side, c)) <= robot.tau_max).all() for c in foot.sole.corners())
+        assert (held == foot.sole) == whole == (joint == ""), side
+
+
+def test_the_load_bearing_sole_ends_where_the_ankle_gives_out():
+    """G1's sole reaches its toe spheres (x 0.12 m); its 35 N m ankle pitch holds the 327 N
+    only to 0.107, and 1 mm further it does not."""
+    robot = load_robot("g1", fresh=False)
+    sole = robot.feet["left"].sole
+    held, joint = robot.load_bearing_sole("left")
+    assert joint == "left_ankle_pitch_joint" and sole.x_max == 0.12
+    assert (held.x_min, held.y_min, held.y_max) == (sole.x_min, sole.y_min, sole.y_max)
+    ankle = robot.joint_names.index(joint)
+    for x, holds in ((held.x_max, True), (held.x_max + 0.001, False)):
+        for y in (held.y_min, held.y_max):
+            tau = _holding_torques(robot, "left", np.array([x, y, 0.0]))
+            assert (abs(tau[ankle]) <= robot.tau_max[ankle]) == holds, (x, y, tau[ankle])
+
+
 def test_q_ref_within_joint_limits(robot):
     q = robot.q_ref[7:]
     assert np.all(q >= robot.q_lower) and np.all(q <= robot.q_upper)

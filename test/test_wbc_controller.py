@@ -241,6 +241,36 @@ def test_hip_strategy_turns_the_upper_body_while_the_zmp_stays_on_the_edge():
     assert L1[1] - L0[1] == pytest.approx(-mh * (com1[0] - com0[0]), rel=0.05)
 
 
+def test_on_one_foot_the_guard_keeps_the_zmp_where_the_ankle_holds_the_weight():
+    """G1 on its right foot, moving forward at 0.5 m/s: the DCM is far beyond the toe.  The
+    guard's ZMP stops where the 35 N m ankle pitch holds the 327 N (0.107 m ahead of the
+    ankle; the sole reaches 0.12), so the QP makes it without pressing the other foot down;
+    on both feet the guard reaches the toes."""
+    robot = load_robot("g1", fresh=False)
+    q, v = robot.q_ref.copy(), np.zeros(robot.nv)
+    v[0] = 0.5
+    ctrl = WholeBodyController(robot, load_wbc_config(robot=robot.name))
+    ctrl.reset(q, v)
+    ankle_x = robot.sole_placement("right", q).translation[0]
+    margin = ctrl.config.safety.support_margin
+    _, _, both = ctrl._guard_polygon()
+    toe = ankle_x + robot.feet["right"].sole.x_max
+    assert toe - margin <= both[:, 0].max() < toe
+    ctrl.set_contacts({"left": False})
+    for _ in range(int(ctrl.config.contacts.transition_time / ctrl.config.control_period) + 2):
+        result = ctrl.cycle(q, v)
+    assert not ctrl.contacts["left"].active and ctrl.contacts["right"].active
+    held, joint = robot.load_bearing_sole("right")
+    assert joint == "right_ankle_pitch_joint" and held.x_max == pytest.approx(0.107)
+    _, _, one = ctrl._guard_polygon()
+    assert ankle_x + held.x_max - margin <= one[:, 0].max() < ankle_x + held.x_max < both[:, 0].max()
+    assert result.status == "ok", result.reason
+    assert independent_dynamics_residual(robot, q, v, result) < 1e-6
+    z0 = robot.sole_placement("right", q).translation[2]
+    zmp = _contact_zmp(robot, q, result.wrenches, z0)
+    assert abs(zmp[0] - one[:, 0].max()) < 2e-3  # on the held front edge
+
+
 def test_hip_strategy_config_is_validated():
     with pytest.raises(ConfigError, match="hip_acc"):
         TaskConfig(type="com", kp=1.0, hip_acc=2.0).validate()
