@@ -534,14 +534,17 @@ class WholeBodyController:
         key = tuple(c.active for c in self.contacts.values())
         if self._polygon_cache is not None and self._polygon_cache[0] == key:
             return self._polygon_cache[1]
-        pts = []
-        for c in self.contacts.values():
-            if c.active:
-                oMf = self.state.placement(c.frame_id)
-                pts.append((oMf.rotation @ c.sole.corners().T).T + oMf.translation)
-        polygon = geometry.convex_hull(np.vstack(pts)[:, :2]) if pts else np.zeros((0, 2))
+        polygon = self._hull({side: c.sole for side, c in self.contacts.items() if c.active})
         self._polygon_cache = (key, polygon)
         return polygon
+
+    def _hull(self, soles: dict) -> np.ndarray:
+        """Convex hull (k x 2, world) of these sole rectangles, per side, at their contacts' frames."""
+        pts = []
+        for side, sole in soles.items():
+            oMf = self.state.placement(self.contacts[side].frame_id)
+            pts.append((oMf.rotation @ sole.corners().T).T + oMf.translation)
+        return geometry.convex_hull(np.vstack(pts)[:, :2]) if pts else np.zeros((0, 2))
 
     def _guard_com(self, task: ComTask, warnings: list[str], ground: float, height: float) -> np.ndarray:
         """Desired CoM acceleration, limited to what the contacts can produce.
@@ -646,12 +649,10 @@ class WholeBodyController:
         cache = self._guard_cache
         if cache is not None and cache[0] == key:
             return cache[1]
-        polygon = self.support_polygon()
-        if sum(key) == 1:
-            side, contact = next((s, c) for s, c in self.contacts.items() if c.active)
-            oMf = self.state.placement(contact.frame_id)
-            corners = (oMf.rotation @ self._held_soles[side].corners().T).T + oMf.translation
-            polygon = geometry.convex_hull(corners[:, :2])
+        polygon = self.support_polygon()  # every contact change: its cache is keyed like this one
+        active = [side for side, c in self.contacts.items() if c.active]
+        if len(active) == 1:
+            polygon = self._hull({active[0]: self._held_soles[active[0]]})
         poly = geometry.shrink(polygon, self.config.safety.support_margin)
         if len(poly) >= 3:
             edges = np.roll(poly, -1, axis=0) - poly
