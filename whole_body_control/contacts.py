@@ -54,7 +54,8 @@ class Contact6D:
         self.sole = sole
         self.config = config
         self.weight_share = weight_share  # [N] a typical normal load, for ramps
-        self.active = True
+        self._active = True
+        self.changes = 0  # times ``active`` changed: a new support phase, for caches keyed on it
         self._ramp_start = None  # time a transition started, or None
         self._ramp_kind = None  # "add" or "remove"
         self._fz_at_removal = 0.0
@@ -99,6 +100,16 @@ class Contact6D:
                 rows.append(tcz - muz * (hx + hy) * ez + s1 * (hy * ex + muz * tcx) + s2 * (hx * ey + muz * tcy))
         rows.append([0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
         self.F = np.array(rows, dtype=float)
+
+    @property
+    def active(self) -> bool:
+        """In use (a removal's ramp included)."""
+        return self._active
+
+    @active.setter
+    def active(self, on: bool) -> None:
+        self.changes += on != self._active
+        self._active = on
 
     # -- schedule ---------------------------------------------------------------
 

@@ -531,12 +531,17 @@ class WholeBodyController:
 
     def support_polygon(self) -> np.ndarray:
         """Convex hull (k x 2, world) of the soles in contact (cached while contacts hold)."""
-        key = tuple(c.active for c in self.contacts.values())
+        key = self._support_key()
         if self._polygon_cache is not None and self._polygon_cache[0] == key:
             return self._polygon_cache[1]
         polygon = self._hull({side: c.sole for side, c in self.contacts.items() if c.active})
         self._polygon_cache = (key, polygon)
         return polygon
+
+    def _support_key(self) -> tuple:
+        """Changes with every support phase: the polygon caches' key (activity alone matched the
+        previous double support's at touchdown)."""
+        return tuple((c.active, c.changes) for c in self.contacts.values())
 
     def _hull(self, soles: dict) -> np.ndarray:
         """Convex hull (k x 2, world) of these sole rectangles, per side, at their contacts' frames."""
@@ -645,14 +650,12 @@ class WholeBodyController:
         foot into the ground (walked on 30 cm after a forward push, then a fall).  On two
         feet each carries part of the weight: the whole soles.
         """
-        key = tuple(c.active for c in self.contacts.values())
+        key = self._support_key()
         cache = self._guard_cache
         if cache is not None and cache[0] == key:
             return cache[1]
-        polygon = self.support_polygon()  # every contact change: its cache is keyed like this one
         active = [side for side, c in self.contacts.items() if c.active]
-        if len(active) == 1:
-            polygon = self._hull({active[0]: self._held_soles[active[0]]})
+        polygon = self._hull({active[0]: self._held_soles[active[0]]}) if len(active) == 1 else self.support_polygon()
         poly = geometry.shrink(polygon, self.config.safety.support_margin)
         if len(poly) >= 3:
             edges = np.roll(poly, -1, axis=0) - poly
